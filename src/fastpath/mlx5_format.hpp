@@ -1,0 +1,131 @@
+// mlx5 queue formats as the fast path uses them: DAT flags to WQE control
+// bits, CQE syndromes to DAT completion statuses, ownership arithmetic.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include <dat2/udat.h>
+
+#include <infiniband/mlx5dv.h>
+
+#include <endian.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fastdapl::fastpath {
+
+// One scatter/gather element. DAT_LMR_TRIPLET has the same layout
+// (address, length, key), so a consumer's IOV is used without copying.
+struct Sge {
+    std::uint64_t addr;
+    std::uint32_t length;
+    std::uint32_t lkey;
+};
+static_assert(sizeof(Sge) == sizeof(DAT_LMR_TRIPLET));
+static_assert(offsetof(Sge, addr) == offsetof(DAT_LMR_TRIPLET, virtual_address));
+static_assert(offsetof(Sge, length) == offsetof(DAT_LMR_TRIPLET, segment_length));
+static_assert(offsetof(Sge, lkey) == offsetof(DAT_LMR_TRIPLET, lmr_context));
+
+inline constexpr std::uint32_t kSendWqeBB = 64;   // basic block of the send queue
+inline constexpr std::uint32_t kSegmentSize = 16; // every WQE segment is 16 bytes
+inline constexpr std::uint32_t kMaxWqeBBs = 4;    // 256 B, the BlueFlame buffer size
+
+// Error CQE fields the public header does not name (layout of mlx5_err_cqe).
+inline constexpr std::size_t kErrCqeVendorSyndromeOffset = 54;
+inline constexpr std::size_t kErrCqeSyndromeOffset = 55;
+
+// The control segment's fm_ce_se byte for a DAT completion request.
+// SUPPRESS: no CQE on success (the device still reports errors);
+// UNSIGNALLED still needs a CQE, only its notification differs;
+// SOLICITED_WAIT sets the solicited bit the responder's CQ arm looks at;
+// BARRIER_FENCE waits for earlier RDMA reads.
+constexpr std::uint8_t control_flags(DAT_COMPLETION_FLAGS flags)
+{
+    std::uint8_t bits = 0;
+    if (!(flags & DAT_COMPLETION_SUPPRESS_FLAG))
+        bits |= MLX5_WQE_CTRL_CQ_UPDATE;
+    if (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)
+        bits |= MLX5_WQE_CTRL_SOLICITED;
+    if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
+        bits |= MLX5_WQE_CTRL_FENCE;
+    return bits;
+}
+
+// The DAT status of an error CQE's syndrome.
+constexpr DAT_DTO_COMPLETION_STATUS status_of_syndrome(std::uint8_t syndrome)
+{
+    switch (syndrome) {
+    case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR:
+        return DAT_DTO_ERR_LOCAL_LENGTH;
+    case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR:
+        return DAT_DTO_ERR_LOCAL_EP;
+    case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR:
+    case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR:
+        return DAT_DTO_ERR_LOCAL_PROTECTION;
+    case MLX5_CQE_SYNDROME_WR_FLUSH_ERR:
+        return DAT_DTO_ERR_FLUSHED;
+    case MLX5_CQE_SYNDROME_MW_BIND_ERR:
+        return DAT_RMR_OPERATION_FAILED;
+    case MLX5_CQE_SYNDROME_BAD_RESP_ERR:
+        return DAT_DTO_ERR_BAD_RESPONSE;
+    case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR:
+        return DAT_DTO_ERR_REMOTE_ACCESS;
+    case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR:
+    case MLX5_CQE_SYNDROME_REMOTE_OP_ERR:
+        return DAT_DTO_ERR_REMOTE_RESPONDER;
+    case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR:
+        return DAT_DTO_ERR_RECEIVER_NOT_READY;
+    default: // retry exceeded, remote aborted, anything new: the link failed
+        return DAT_DTO_ERR_TRANSPORT;
+    }
+}
+
+constexpr bool is_power_of_two(std::uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+constexpr std::uint32_t log2_of(std::uint32_t v)
+{
+    std::uint32_t l = 0;
+    while ((1u << l) < v)
+        ++l;
+    return l;
+}
+
+// A CQE at consumer index `ci` of a CQ with 2^log_size entries belongs to
+// software when its owner bit equals the wrap parity of ci.
+constexpr bool cqe_owned_by_software(std::uint8_t op_own, std::uint32_t ci, std::uint32_t log_size)
+{
+    return (op_own & MLX5_CQE_OWNER_MASK) == ((ci >> log_size) & 1u) && (op_own >> 4) != MLX5_CQE_INVALID;
+}
+
+// Compiler barrier plus, on weakly ordered CPUs, the store/load fences the
+// device protocol needs. x86 keeps stores ordered with each other.
+inline void store_fence()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    asm volatile("" ::: "memory");
+#else
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
+inline void load_fence()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    asm volatile("" ::: "memory");
+#else
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
+// Orders write-combining stores (BlueFlame) after the doorbell record.
+inline void wc_fence()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    asm volatile("sfence" ::: "memory");
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+} // namespace fastdapl::fastpath

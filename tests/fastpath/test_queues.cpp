@@ -1,0 +1,325 @@
+// The mlx5 queue engine against the mlx5dv.h definitions: WQE fields, doorbells, CQE ownership.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "queues.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/eventfd.h>
+
+#include <cstdlib>
+#include <vector>
+
+using namespace fastdapl::fastpath;
+
+namespace {
+
+// Queue memory laid out as a device would hand it to mlx5dv_init_obj.
+struct FakeQp {
+    explicit FakeQp(std::uint32_t sq_bbs, std::uint32_t rq_wqes = 16, std::uint32_t rq_stride = 64,
+                    std::uint32_t bf_size = 256)
+        : sq(static_cast<std::size_t>(sq_bbs) * 64, 0xEE), rq(static_cast<std::size_t>(rq_wqes) * rq_stride, 0xEE),
+          uar(2 * 256, 0), slots(sq_bbs), cookies(rq_wqes)
+    {
+        dv.dbrec = dbrec;
+        dv.sq.buf = sq.data();
+        dv.sq.wqe_cnt = sq_bbs;
+        dv.sq.stride = 64;
+        dv.rq.buf = rq.data();
+        dv.rq.wqe_cnt = rq_wqes;
+        dv.rq.stride = rq_stride;
+        dv.bf.reg = uar.data();
+        dv.bf.size = bf_size;
+    }
+    std::vector<std::uint8_t> sq, rq, uar;
+    __be32 dbrec[2] = {0, 0};
+    std::vector<SendSlot> slots;
+    std::vector<std::uint64_t> cookies;
+    mlx5dv_qp dv{};
+};
+
+SendQueue make_sq(FakeQp& q, std::uint32_t max_inline = 0, DoorbellMode mode = DoorbellMode::software,
+                  SoftwareDoorbell sw = {})
+{
+    SendQueue s;
+    s.init({&q.dv, 0x1234, max_inline, q.slots.data(), mode, sw});
+    return s;
+}
+
+const mlx5_wqe_ctrl_seg* ctrl_at(FakeQp& q, std::uint32_t bb) { return reinterpret_cast<const mlx5_wqe_ctrl_seg*>(&q.sq[bb * 64]); }
+
+template <typename T>
+const T* seg_at(FakeQp& q, std::uint32_t bb, std::uint32_t seg)
+{
+    return reinterpret_cast<const T*>(&q.sq[(bb * 64 + seg * 16) % q.sq.size()]);
+}
+
+} // namespace
+
+TEST(SendQueue, GatherSendMatchesTheMlx5dvHelpers)
+{
+    FakeQp q(16);
+    SendQueue s = make_sq(q);
+    Sge sge[2] = {{0x1000, 100, 0x11}, {0x2000, 200, 0x22}};
+    ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, sge, 2, 300, nullptr, 0, control_flags(DAT_COMPLETION_DEFAULT_FLAG), 77));
+
+    mlx5_wqe_ctrl_seg want{};
+    mlx5dv_set_ctrl_seg(&want, 0, MLX5_OPCODE_SEND, 0, 0x1234, MLX5_WQE_CTRL_CQ_UPDATE, 3, 0, 0);
+    EXPECT_EQ(std::memcmp(ctrl_at(q, 0), &want, sizeof want), 0);
+    EXPECT_EQ(be32toh(ctrl_at(q, 0)->opmod_idx_opcode), (0u << 8) | MLX5_OPCODE_SEND);
+    EXPECT_EQ(be32toh(ctrl_at(q, 0)->qpn_ds), (0x1234u << 8) | 3u);
+    for (int i = 0; i < 2; ++i) {
+        mlx5_wqe_data_seg d{};
+        mlx5dv_set_data_seg(&d, sge[i].length, sge[i].lkey, sge[i].addr);
+        EXPECT_EQ(std::memcmp(seg_at<mlx5_wqe_data_seg>(q, 0, 1 + i), &d, sizeof d), 0) << i;
+    }
+    EXPECT_EQ(s.producer_index(), 1u);
+    EXPECT_EQ(s.slot(0).cookie, 77u);
+    EXPECT_EQ(s.slot(0).length, 300u);
+    EXPECT_EQ(s.slot(0).signaled, 1);
+}
+
+TEST(SendQueue, RdmaWriteHasARemoteAddressSegment)
+{
+    FakeQp q(16);
+    SendQueue s = make_sq(q);
+    Sge sge{0x3000, 8, 0x33};
+    RemoteAddress r{0xdeadbeef0000ull, 0x4455};
+    ASSERT_TRUE(s.post(MLX5_OPCODE_RDMA_WRITE, &sge, 1, 8, &r, 0, 0, 5));
+    const auto* raddr = seg_at<mlx5_wqe_raddr_seg>(q, 0, 1);
+    EXPECT_EQ(be64toh(raddr->raddr), r.addr);
+    EXPECT_EQ(be32toh(raddr->rkey), r.rkey);
+    EXPECT_EQ(raddr->reserved, 0u);
+    EXPECT_EQ(be32toh(ctrl_at(q, 0)->qpn_ds) & 0x3f, 3u);
+    EXPECT_EQ(ctrl_at(q, 0)->fm_ce_se, 0); // suppressed: no CQE on success
+    EXPECT_EQ(s.slot(0).signaled, 0);
+}
+
+TEST(SendQueue, SmallSendsAreInlined)
+{
+    FakeQp q(16);
+    SendQueue s = make_sq(q, 64);
+    char a[] = "hello, ", b[] = "inline world";
+    Sge sge[2] = {{reinterpret_cast<std::uintptr_t>(a), 7, 1}, {reinterpret_cast<std::uintptr_t>(b), 12, 2}};
+    ASSERT_TRUE(s.post(MLX5_OPCODE_SEND_IMM, sge, 2, 19, nullptr, htobe32(0xabcd), MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    const auto* hdr = seg_at<mlx5_wqe_inl_data_seg>(q, 0, 1);
+    EXPECT_EQ(be32toh(hdr->byte_count), 19u | MLX5_INLINE_SEG);
+    EXPECT_EQ(std::memcmp(&q.sq[16 + 4], "hello, inline world", 19), 0);
+    EXPECT_EQ(be32toh(ctrl_at(q, 0)->qpn_ds) & 0x3f, 1u + 2u); // ctrl + ceil((4+19)/16)
+    EXPECT_EQ(be32toh(ctrl_at(q, 0)->imm), 0xabcdu);
+    EXPECT_EQ(be32toh(ctrl_at(q, 0)->opmod_idx_opcode) & 0xff, static_cast<unsigned>(MLX5_OPCODE_SEND_IMM));
+}
+
+TEST(SendQueue, ReadsAreNeverInlined)
+{
+    FakeQp q(16);
+    SendQueue s = make_sq(q, 64);
+    Sge sge{0x5000, 8, 9};
+    RemoteAddress r{0x6000, 7};
+    ASSERT_TRUE(s.post(MLX5_OPCODE_RDMA_READ, &sge, 1, 8, &r, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    const auto* d = seg_at<mlx5_wqe_data_seg>(q, 0, 2);
+    EXPECT_EQ(be32toh(d->byte_count), 8u);
+    EXPECT_EQ(be64toh(d->addr), 0x5000u);
+}
+
+TEST(SendQueue, InlineDataWrapsAtTheEndOfTheQueue)
+{
+    FakeQp q(4);
+    SendQueue s = make_sq(q, 128);
+    Sge tiny{0, 0, 0};
+    for (int i = 0; i < 3; ++i) // move the producer to the last basic block
+        ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &tiny, 0, 0, nullptr, 0, 0, 0));
+    s.retire_through(2);
+    std::vector<std::uint8_t> payload(100);
+    for (std::size_t i = 0; i < payload.size(); ++i)
+        payload[i] = static_cast<std::uint8_t>(i + 1);
+    Sge sge{reinterpret_cast<std::uintptr_t>(payload.data()), 100, 0};
+    ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 100, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 9));
+    // WQE at BB 3 (bytes 192..255): ctrl, inline header + 44 bytes, then bytes 0..55 again.
+    EXPECT_EQ(be32toh(seg_at<mlx5_wqe_inl_data_seg>(q, 3, 1)->byte_count), 100u | MLX5_INLINE_SEG);
+    EXPECT_EQ(std::memcmp(&q.sq[192 + 16 + 4], payload.data(), 44), 0);
+    EXPECT_EQ(std::memcmp(&q.sq[0], payload.data() + 44, 56), 0);
+    EXPECT_EQ(s.slot(3).bbs, 2);
+}
+
+TEST(SendQueue, FullQueueRefusesAndWritesNothing)
+{
+    FakeQp q(4);
+    SendQueue s = make_sq(q);
+    Sge sge{0x1000, 1, 1};
+    for (int i = 0; i < 4; ++i)
+        ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 1, nullptr, 0, 0, static_cast<std::uint64_t>(i)));
+    const std::vector<std::uint8_t> before = q.sq;
+    EXPECT_FALSE(s.post(MLX5_OPCODE_SEND, &sge, 1, 1, nullptr, 0, 0, 99));
+    EXPECT_EQ(q.sq, before);
+    EXPECT_EQ(s.free_bbs(), 0u);
+    s.retire_through(1); // an unsignalled WQE 0 retires implicitly with WQE 1
+    EXPECT_EQ(s.free_bbs(), 2u);
+    EXPECT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 1, nullptr, 0, 0, 100));
+    EXPECT_EQ(s.slot(4).cookie, 100u);
+}
+
+TEST(SendQueue, CompletionFlagsMapToControlBits)
+{
+    EXPECT_EQ(control_flags(DAT_COMPLETION_DEFAULT_FLAG), MLX5_WQE_CTRL_CQ_UPDATE);
+    EXPECT_EQ(control_flags(DAT_COMPLETION_SUPPRESS_FLAG), 0);
+    EXPECT_EQ(control_flags(DAT_COMPLETION_UNSIGNALLED_FLAG), MLX5_WQE_CTRL_CQ_UPDATE);
+    EXPECT_EQ(control_flags(DAT_COMPLETION_SOLICITED_WAIT_FLAG), MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED);
+    EXPECT_EQ(control_flags(DAT_COMPLETION_BARRIER_FENCE_FLAG), MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_FENCE);
+    EXPECT_EQ(control_flags(static_cast<DAT_COMPLETION_FLAGS>(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG)),
+              MLX5_WQE_CTRL_SOLICITED);
+}
+
+TEST(SendQueue, SyndromesMapToDatStatuses)
+{
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR), DAT_DTO_ERR_LOCAL_LENGTH);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), DAT_DTO_ERR_LOCAL_EP);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR), DAT_DTO_ERR_LOCAL_PROTECTION);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_WR_FLUSH_ERR), DAT_DTO_ERR_FLUSHED);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_MW_BIND_ERR), DAT_RMR_OPERATION_FAILED);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_BAD_RESP_ERR), DAT_DTO_ERR_BAD_RESPONSE);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR), DAT_DTO_ERR_REMOTE_ACCESS);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_REMOTE_OP_ERR), DAT_DTO_ERR_REMOTE_RESPONDER);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR), DAT_DTO_ERR_TRANSPORT);
+    EXPECT_EQ(status_of_syndrome(MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR), DAT_DTO_ERR_RECEIVER_NOT_READY);
+}
+
+TEST(Doorbell, SoftwareDoorbellRecordAndWakeOnlyWhenAsleep)
+{
+    FakeQp q(16);
+    std::atomic<std::uint32_t> sleeping{0};
+    const int fd = eventfd(0, EFD_NONBLOCK);
+    ASSERT_GE(fd, 0);
+    SendQueue s = make_sq(q, 0, DoorbellMode::software, {&sleeping, fd});
+    Sge sge{0x1000, 4, 1};
+    ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 4, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    EXPECT_EQ(q.dbrec[MLX5_SND_DBR], 0u); // nothing published before the doorbell
+    s.ring();
+    EXPECT_EQ(be32toh(q.dbrec[MLX5_SND_DBR]), 1u);
+    std::uint64_t count = 0;
+    EXPECT_EQ(read(fd, &count, sizeof count), -1); // engine awake: no syscall made
+    sleeping = 1;
+    ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 4, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 2));
+    s.ring();
+    EXPECT_EQ(read(fd, &count, sizeof count), static_cast<ssize_t>(sizeof count));
+    EXPECT_EQ(count, 1u);
+    close(fd);
+}
+
+TEST(Doorbell, BlueFlameCopiesTheWqeAndAlternatesHalves)
+{
+    FakeQp q(16);
+    SendQueue s = make_sq(q, 0, DoorbellMode::blueflame);
+    Sge sge{0x1000, 4, 1};
+    ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 4, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    s.ring();
+    EXPECT_EQ(be32toh(q.dbrec[MLX5_SND_DBR]), 1u);
+    EXPECT_EQ(std::memcmp(q.uar.data(), &q.sq[0], 64), 0);
+    ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 4, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 2));
+    s.ring();
+    EXPECT_EQ(std::memcmp(q.uar.data() + 256, &q.sq[64], 64), 0);
+}
+
+TEST(Doorbell, EightByteDoorbellWithoutBlueFlameBuffer)
+{
+    FakeQp q(16, 16, 64, 0); // uuar 0: no BlueFlame, always the 8-byte write
+    SendQueue s = make_sq(q, 0, DoorbellMode::blueflame);
+    Sge sge{0x1000, 4, 1};
+    ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 4, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    s.ring();
+    EXPECT_EQ(std::memcmp(q.uar.data(), &q.sq[0], 8), 0);
+    EXPECT_EQ(q.uar[8], 0);
+}
+
+TEST(RecvQueue, ShortListsEndWithTheInvalidKeyAndCompleteInOrder)
+{
+    FakeQp q(16, 4, 64); // 4 data segments per receive WQE
+    RecvQueue r;
+    r.init(q.dv, q.cookies.data());
+    EXPECT_EQ(r.max_sge(), 4u);
+    Sge sge[2] = {{0x1000, 10, 3}, {0x2000, 20, 4}};
+    ASSERT_TRUE(r.post(sge, 2, 41));
+    ASSERT_TRUE(r.post(sge, 1, 42));
+    const auto* d = reinterpret_cast<const mlx5_wqe_data_seg*>(q.rq.data());
+    EXPECT_EQ(be32toh(d[1].lkey), 4u);
+    EXPECT_EQ(be32toh(d[2].lkey), static_cast<unsigned>(MLX5_INVALID_LKEY));
+    EXPECT_EQ(be32toh(d[2].byte_count), 0u);
+    EXPECT_EQ(be32toh(q.dbrec[MLX5_RCV_DBR]), 2u);
+    EXPECT_FALSE(r.post(sge, 5, 1)); // more segments than a WQE holds
+    ASSERT_TRUE(r.post(sge, 1, 43));
+    ASSERT_TRUE(r.post(sge, 1, 44));
+    EXPECT_FALSE(r.post(sge, 1, 45)); // full
+    EXPECT_EQ(r.complete_oldest(), 41u);
+    EXPECT_EQ(r.complete_oldest(), 42u);
+    EXPECT_TRUE(r.post(sge, 1, 46));
+}
+
+// A device writing CQEs: owner bit = wrap parity of the producer index.
+struct FakeCq {
+    FakeCq(std::uint32_t n, std::uint32_t size) : mem(static_cast<std::size_t>(n) * size)
+    {
+        dv.buf = mem.data();
+        dv.dbrec = dbrec;
+        dv.cqe_cnt = n;
+        dv.cqe_size = size;
+        for (std::uint32_t i = 0; i < n; ++i)
+            cqe(i)->op_own = MLX5_CQE_INVALID << 4; // as rdma-core initialises them
+    }
+    mlx5_cqe64* cqe(std::uint32_t i)
+    {
+        return reinterpret_cast<mlx5_cqe64*>(&mem[(i % dv.cqe_cnt) * dv.cqe_size + dv.cqe_size - 64]);
+    }
+    void produce(std::uint32_t pi, std::uint16_t counter)
+    {
+        mlx5_cqe64* c = cqe(pi);
+        c->wqe_counter = htobe16(counter);
+        c->byte_cnt = htobe32(pi);
+        c->op_own = static_cast<std::uint8_t>((MLX5_CQE_REQ << 4) | ((pi / dv.cqe_cnt) & 1));
+    }
+    std::vector<std::uint8_t> mem;
+    __be32 dbrec[2] = {0, 0};
+    mlx5dv_cq dv{};
+};
+
+TEST(CompletionQueue, OwnershipSurvivesWrapAtEverySize)
+{
+    for (std::uint32_t cqe_size : {64u, 128u}) {
+        for (std::uint32_t n = 1; n <= 4096; n *= 2) {
+            FakeCq dev(n, cqe_size);
+            CompletionQueue cq;
+            cq.init(dev.dv);
+            std::uint32_t pi = 0;
+            for (std::uint32_t lap = 0; lap < 3; ++lap) {
+                // Produce a burst that ends mid-ring, consume it, check nothing more is seen.
+                const std::uint32_t burst = n == 1 ? 1 : n - 1;
+                for (std::uint32_t i = 0; i < burst; ++i, ++pi)
+                    dev.produce(pi, static_cast<std::uint16_t>(pi));
+                for (std::uint32_t i = 0; i < burst; ++i) {
+                    const mlx5_cqe64* c = cq.peek();
+                    ASSERT_NE(c, nullptr) << "n=" << n << " size=" << cqe_size << " lap=" << lap << " i=" << i;
+                    EXPECT_EQ(be32toh(c->byte_cnt), cq.consumer_index());
+                    EXPECT_EQ(CompletionQueue::opcode(c), MLX5_CQE_REQ);
+                    cq.consume();
+                }
+                ASSERT_EQ(cq.peek(), nullptr) << "n=" << n << " size=" << cqe_size << " lap=" << lap;
+                cq.publish_consumer_index();
+                EXPECT_EQ(be32toh(dev.dbrec[0]), cq.consumer_index() & 0xffffff);
+            }
+        }
+    }
+}
+
+TEST(CompletionQueue, ErrorCqeSyndrome)
+{
+    FakeCq dev(8, 64);
+    CompletionQueue cq;
+    cq.init(dev.dv);
+    dev.produce(0, 0);
+    auto* raw = reinterpret_cast<std::uint8_t*>(dev.cqe(0));
+    raw[kErrCqeSyndromeOffset] = MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+    dev.cqe(0)->op_own = static_cast<std::uint8_t>(MLX5_CQE_REQ_ERR << 4);
+    const mlx5_cqe64* c = cq.peek();
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(CompletionQueue::opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(status_of_syndrome(CompletionQueue::syndrome(c)), DAT_DTO_ERR_REMOTE_ACCESS);
+}
