@@ -1,0 +1,682 @@
+// The software NIC's engine.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "device.hpp"
+
+#include <endian.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace fastdapl::softnic {
+
+namespace {
+
+using fastpath::Sge;
+
+// Wire frames: a 24-byte header in network byte order, then `length` bytes.
+enum FrameType : std::uint8_t {
+    kSend = 1,     // flags: kImm, kSolicited
+    kWrite = 2,    // flags: kImm
+    kReadReq = 3,  // addr, rkey, length = bytes to read; no payload
+    kReadResp = 4, // payload
+    kAck = 5,      // a SEND or WRITE was placed
+    kNak = 6,      // syndrome; the connection is broken after it
+};
+enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2 };
+constexpr std::uint8_t kWireVersion = 1;
+constexpr std::size_t kHeader = 24;
+constexpr std::size_t kOutputHighWater = 8u << 20; // stop taking WQEs while this much is unsent
+
+struct WireHeader {
+    std::uint8_t type, flags, syndrome, version;
+    std::uint32_t length;
+    std::uint64_t addr;
+    std::uint32_t rkey;
+    std::uint32_t aux;
+};
+
+WireHeader decode(const std::uint8_t* p)
+{
+    WireHeader h;
+    h.type = p[0];
+    h.flags = p[1];
+    h.syndrome = p[2];
+    h.version = p[3];
+    std::uint32_t v32;
+    std::uint64_t v64;
+    std::memcpy(&v32, p + 4, 4);
+    h.length = be32toh(v32);
+    std::memcpy(&v64, p + 8, 8);
+    h.addr = be64toh(v64);
+    std::memcpy(&v32, p + 16, 4);
+    h.rkey = be32toh(v32);
+    std::memcpy(&v32, p + 20, 4);
+    h.aux = be32toh(v32);
+    return h;
+}
+
+std::uint8_t* aligned_zeroed(std::size_t bytes)
+{
+    bytes = (bytes + 4095) & ~std::size_t{4095};
+    void* p = std::aligned_alloc(4096, bytes);
+    if (p)
+        std::memset(p, 0, bytes);
+    return static_cast<std::uint8_t*>(p);
+}
+
+std::uint32_t round_pow2(std::uint32_t v)
+{
+    std::uint32_t r = 1;
+    while (r < v)
+        r <<= 1;
+    return r;
+}
+
+std::uint32_t load_be32(const volatile __be32* p) { return be32toh(__atomic_load_n(p, __ATOMIC_ACQUIRE)); }
+
+} // namespace
+
+// --- CQ -----------------------------------------------------------------------
+
+bool Cq::push(const Entry& e)
+{
+    const std::uint32_t consumed = load_be32(&dbrec_[0]) & 0xffffff;
+    if (((pi_ - consumed) & 0xffffff) >= cnt_) {
+        overflowed_.store(true, std::memory_order_relaxed);
+        return false;
+    }
+    auto* cqe = reinterpret_cast<mlx5_cqe64*>(mem_.get() + static_cast<std::size_t>(pi_ & (cnt_ - 1)) * 64);
+    std::memset(cqe, 0, 63);
+    cqe->byte_cnt = htobe32(e.byte_cnt);
+    cqe->imm_inval_pkey = e.imm_be;
+    cqe->sop_drop_qpn = htobe32(e.qpn & 0xffffff);
+    cqe->wqe_counter = htobe16(e.wqe_counter);
+    reinterpret_cast<std::uint8_t*>(cqe)[55] = e.syndrome;
+    const std::uint8_t op_own = static_cast<std::uint8_t>(e.opcode << 4 | (e.solicited ? 2 : 0) | ((pi_ >> log_) & 1));
+    __atomic_store_n(&cqe->op_own, op_own, __ATOMIC_RELEASE); // the CQE's body before its owner byte
+    ++pi_;
+    return true;
+}
+
+// --- device ---------------------------------------------------------------------
+
+Device::Device()
+{
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    thread_ = std::thread([this] { run(); });
+}
+
+Device::~Device()
+{
+    stop_.store(true);
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    thread_.join();
+    for (Qp* qp : qps_) {
+        if (qp->fd_ >= 0)
+            ::close(qp->fd_);
+        delete qp;
+    }
+    for (Cq* cq : cqs_)
+        delete cq;
+    ::close(wake_fd_);
+    ::close(epoll_fd_);
+}
+
+Cq* Device::create_cq(std::uint32_t min_entries)
+{
+    auto cq = std::make_unique<Cq>();
+    cq->cnt_ = round_pow2(std::max<std::uint32_t>(min_entries, 2));
+    cq->log_ = fastpath::log2_of(cq->cnt_);
+    cq->mem_.reset(aligned_zeroed(static_cast<std::size_t>(cq->cnt_) * 64));
+    if (!cq->mem_)
+        return nullptr;
+    for (std::uint32_t i = 0; i < cq->cnt_; ++i) // invalid and owned by hardware, like a fresh mlx5 CQ
+        cq->mem_.get()[i * 64 + 63] = MLX5_CQE_INVALID << 4 | 1;
+    cq->dv_.buf = cq->mem_.get();
+    cq->dv_.dbrec = cq->dbrec_;
+    cq->dv_.cqe_cnt = cq->cnt_;
+    cq->dv_.cqe_size = 64;
+    std::lock_guard lock(mutex_);
+    cqs_.push_back(cq.get());
+    return cq.release();
+}
+
+void Device::destroy_cq(Cq* cq)
+{
+    std::lock_guard lock(mutex_);
+    cqs_.erase(std::remove(cqs_.begin(), cqs_.end(), cq), cqs_.end());
+    delete cq;
+}
+
+Qp* Device::create_qp(std::uint32_t pd, Cq* send_cq, Cq* recv_cq, std::uint32_t sq_wqes, std::uint32_t rq_wqes,
+                      std::uint32_t max_sge, std::uint32_t max_inline)
+{
+    if (max_sge == 0 || max_sge > kMaxSge || !send_cq || !recv_cq)
+        return nullptr;
+    auto qp = std::make_unique<Qp>();
+    qp->qpn_ = next_qpn_.fetch_add(1);
+    qp->pd_ = pd;
+    qp->send_cq_ = send_cq;
+    qp->recv_cq_ = recv_cq;
+    // Room for every WQE at its largest: ctrl + raddr + max_sge data segments.
+    const std::uint32_t max_wqe_bbs = (16 * (2 + std::max(max_sge, (max_inline + 4 + 15) / 16)) + 63) / 64;
+    qp->sq_cnt_ = round_pow2(std::max<std::uint32_t>(sq_wqes, 1) * max_wqe_bbs);
+    qp->rq_cnt_ = round_pow2(std::max<std::uint32_t>(rq_wqes, 1));
+    qp->rq_stride_ = round_pow2(16 * max_sge);
+    qp->max_inline_ = max_inline;
+    qp->sq_.reset(aligned_zeroed(static_cast<std::size_t>(qp->sq_cnt_) * 64));
+    qp->rq_.reset(aligned_zeroed(static_cast<std::size_t>(qp->rq_cnt_) * qp->rq_stride_));
+    if (!qp->sq_ || !qp->rq_)
+        return nullptr;
+    qp->dv_.dbrec = qp->dbrec_;
+    qp->dv_.sq.buf = qp->sq_.get();
+    qp->dv_.sq.wqe_cnt = qp->sq_cnt_;
+    qp->dv_.sq.stride = 64;
+    qp->dv_.rq.buf = qp->rq_.get();
+    qp->dv_.rq.wqe_cnt = qp->rq_cnt_;
+    qp->dv_.rq.stride = qp->rq_stride_;
+    qp->dv_.bf.reg = nullptr;
+    qp->dv_.bf.size = 0;
+    std::lock_guard lock(mutex_);
+    qps_.push_back(qp.get());
+    return qp.release();
+}
+
+void Device::destroy_qp(Qp* qp)
+{
+    std::lock_guard lock(mutex_);
+    if (qp->fd_ >= 0) {
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, qp->fd_, nullptr);
+        ::close(qp->fd_);
+        qp->fd_ = -1;
+    }
+    qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end());
+    delete qp;
+}
+
+bool Device::connect(Qp* qp, int fd)
+{
+    std::lock_guard lock(mutex_);
+    if (qp->state() != QpState::reset || fd < 0)
+        return false;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    qp->fd_ = fd;
+    qp->epoll_mask_ = EPOLLIN;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = qp;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return false;
+    qp->state_.store(QpState::ready, std::memory_order_release);
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    return true;
+}
+
+void Device::disconnect(Qp* qp)
+{
+    std::lock_guard lock(mutex_);
+    if (qp->state() == QpState::ready)
+        fail(*qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+    else
+        flush_all(*qp);
+}
+
+void Device::progress()
+{
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (lock.owns_lock())
+        progress_locked();
+}
+
+void Device::run()
+{
+    epoll_event events[32];
+    while (!stop_.load()) {
+        bool busy;
+        {
+            std::lock_guard lock(mutex_);
+            busy = progress_locked();
+        }
+        if (busy)
+            continue;
+        // Tell doorbells we may sleep, then look once more: a doorbell rung
+        // before the flag was visible is seen by this second round.
+        sleeping_.store(1);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        {
+            std::lock_guard lock(mutex_);
+            busy = progress_locked();
+        }
+        if (!busy && !stop_.load())
+            epoll_wait(epoll_fd_, events, 32, 200);
+        sleeping_.store(0);
+        std::uint64_t drained;
+        [[maybe_unused]] ssize_t n = ::read(wake_fd_, &drained, sizeof drained);
+    }
+}
+
+bool Device::progress_locked()
+{
+    bool busy = false;
+    for (Qp* qp : qps_) {
+        if (qp->state() == QpState::error) {
+            flush_all(*qp); // WQEs posted after the error complete as flushed
+            continue;
+        }
+        if (qp->state() != QpState::ready)
+            continue;
+        busy |= execute_send_queue(*qp);
+        busy |= flush_output(*qp);
+        busy |= receive(*qp);
+        busy |= flush_output(*qp);
+        update_epoll(*qp);
+    }
+    return busy;
+}
+
+void Device::update_epoll(Qp& qp)
+{
+    if (qp.fd_ < 0)
+        return;
+    const std::uint32_t want = qp.out_sent_ < qp.out_.size() ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
+    if (want == qp.epoll_mask_)
+        return;
+    epoll_event ev{};
+    ev.events = want;
+    ev.data.ptr = &qp;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, qp.fd_, &ev);
+    qp.epoll_mask_ = want;
+}
+
+void Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
+                        std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length)
+{
+    std::uint8_t h[kHeader] = {type, flags, syndrome, kWireVersion};
+    const std::uint32_t len_be = htobe32(length), rkey_be = htobe32(rkey), aux_be = htobe32(aux);
+    const std::uint64_t addr_be = htobe64(addr);
+    std::memcpy(h + 4, &len_be, 4);
+    std::memcpy(h + 8, &addr_be, 8);
+    std::memcpy(h + 16, &rkey_be, 4);
+    std::memcpy(h + 20, &aux_be, 4);
+    if (qp.out_sent_ == qp.out_.size()) {
+        qp.out_.clear();
+        qp.out_sent_ = 0;
+    }
+    qp.out_.insert(qp.out_.end(), h, h + kHeader);
+    if (payload && length)
+        qp.out_.insert(qp.out_.end(), static_cast<const std::uint8_t*>(payload),
+                       static_cast<const std::uint8_t*>(payload) + length);
+}
+
+bool Device::flush_output(Qp& qp)
+{
+    bool moved = false;
+    while (qp.fd_ >= 0 && qp.out_sent_ < qp.out_.size()) {
+        const ssize_t n = ::send(qp.fd_, qp.out_.data() + qp.out_sent_, qp.out_.size() - qp.out_sent_, MSG_NOSIGNAL);
+        if (n > 0) {
+            qp.out_sent_ += static_cast<std::size_t>(n);
+            moved = true;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n < 0 && errno == EINTR)
+            continue;
+        fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true); // the peer is gone
+        return true;
+    }
+    return moved;
+}
+
+// Reads the WQEs the consumer published and puts them on the wire.
+bool Device::execute_send_queue(Qp& qp)
+{
+    bool worked = false;
+    const std::uint32_t mask = qp.sq_cnt_ - 1;
+    const std::uint16_t published = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR]));
+    std::uint8_t* const base = qp.sq_.get();
+    auto seg = [&](std::uint32_t bb, std::uint32_t i) -> std::uint8_t* {
+        const std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + i * 16) % (static_cast<std::size_t>(qp.sq_cnt_) * 64);
+        return base + off;
+    };
+    std::vector<std::uint8_t> payload;
+    while (static_cast<std::uint16_t>(qp.sq_next_) != published && qp.state() == QpState::ready &&
+           !qp.local_error_pending_ && qp.out_.size() - qp.out_sent_ < kOutputHighWater) {
+        const std::uint32_t bb = qp.sq_next_;
+        const auto* ctrl = reinterpret_cast<const mlx5_wqe_ctrl_seg*>(seg(bb, 0));
+        const std::uint32_t op_word = be32toh(ctrl->opmod_idx_opcode);
+        const std::uint8_t opcode = op_word & 0xff;
+        const auto wqe_index = static_cast<std::uint16_t>(op_word >> 8);
+        const std::uint32_t ds = be32toh(ctrl->qpn_ds) & 0x3f;
+        const bool signaled = (ctrl->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0;
+        const std::uint32_t bbs = std::max<std::uint32_t>(1, (ds * 16 + 63) / 64);
+        Qp::InFlight f{};
+        f.wqe_index = wqe_index;
+        f.opcode = opcode;
+        f.signaled = signaled;
+        const bool rdma = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM ||
+                          opcode == MLX5_OPCODE_RDMA_READ;
+        const bool known = rdma || opcode == MLX5_OPCODE_SEND || opcode == MLX5_OPCODE_SEND_IMM;
+        std::uint64_t raddr = 0;
+        std::uint32_t rkey = 0;
+        std::uint32_t first_data = 1;
+        if (rdma) {
+            const auto* r = reinterpret_cast<const mlx5_wqe_raddr_seg*>(seg(bb, 1));
+            raddr = be64toh(r->raddr);
+            rkey = be32toh(r->rkey);
+            first_data = 2;
+        }
+        // Gather (or, for READ, record the scatter list), checking every key.
+        bool local_ok = known && ds >= first_data && ds - first_data <= (qp.max_inline_ + 4 + 15) / 16 + kMaxSge;
+        payload.clear();
+        const std::uint32_t first_word = ds > first_data ? be32toh(*reinterpret_cast<const std::uint32_t*>(seg(bb, first_data))) : 0;
+        if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && opcode != MLX5_OPCODE_RDMA_READ) {
+            std::uint32_t len = first_word & ~MLX5_INLINE_SEG;
+            local_ok = len <= qp.max_inline_;
+            // Inline bytes start 4 bytes into the segment and may wrap.
+            std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + first_data * 16 + 4) % (static_cast<std::size_t>(qp.sq_cnt_) * 64);
+            for (std::uint32_t i = 0; local_ok && i < len; ++i) {
+                payload.push_back(base[off]);
+                off = (off + 1) % (static_cast<std::size_t>(qp.sq_cnt_) * 64);
+            }
+            f.length = len;
+        } else {
+            for (std::uint32_t i = first_data; local_ok && i < ds; ++i) {
+                const auto* d = reinterpret_cast<const mlx5_wqe_data_seg*>(seg(bb, i));
+                const Sge s{be64toh(d->addr), be32toh(d->byte_count), be32toh(d->lkey)};
+                if (opcode == MLX5_OPCODE_RDMA_READ) {
+                    local_ok = f.nsge < kMaxSge && memory_.check(s.lkey, s.addr, s.length, kLocalWrite, qp.pd_);
+                    if (local_ok)
+                        f.sge[f.nsge++] = s;
+                } else {
+                    local_ok = memory_.check(s.lkey, s.addr, s.length, kLocalRead, qp.pd_);
+                    if (local_ok) {
+                        const auto* src = reinterpret_cast<const std::uint8_t*>(s.addr);
+                        payload.insert(payload.end(), src, src + s.length);
+                    }
+                }
+                f.length += s.length;
+            }
+        }
+        if (local_ok && f.length > kMaxMessageSize)
+            local_ok = false;
+        qp.sq_next_ += bbs;
+        worked = true;
+        if (!local_ok) {
+            qp.local_error_pending_ = true;
+            qp.local_error_wqe_ = f;
+            qp.local_error_syndrome_ = known ? MLX5_CQE_SYNDROME_LOCAL_PROT_ERR : MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+            if (qp.inflight_.empty())
+                finish_local_error(qp);
+            return true;
+        }
+        const std::uint32_t imm = ctrl->imm; // already big-endian
+        switch (opcode) {
+        case MLX5_OPCODE_SEND:
+        case MLX5_OPCODE_SEND_IMM: {
+            std::uint8_t flags = (opcode == MLX5_OPCODE_SEND_IMM ? kImm : 0) |
+                                 ((ctrl->fm_ce_se & MLX5_WQE_CTRL_SOLICITED) ? kSolicited : 0);
+            send_frame(qp, kSend, flags, 0, 0, 0, be32toh(imm), payload.data(), f.length);
+            break;
+        }
+        case MLX5_OPCODE_RDMA_WRITE:
+        case MLX5_OPCODE_RDMA_WRITE_IMM:
+            send_frame(qp, kWrite, opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0, 0, raddr, rkey, be32toh(imm),
+                       payload.data(), f.length);
+            break;
+        case MLX5_OPCODE_RDMA_READ:
+            send_frame(qp, kReadReq, 0, 0, raddr, rkey, 0, nullptr, f.length); // header only: length is what to read
+            break;
+        }
+        qp.inflight_.push_back(f);
+    }
+    return worked;
+}
+
+bool Device::receive(Qp& qp)
+{
+    bool worked = false;
+    bool peer_closed = false, broken = false;
+    std::uint8_t buf[65536];
+    while (qp.fd_ >= 0 && qp.state() == QpState::ready) {
+        const ssize_t n = ::recv(qp.fd_, buf, sizeof buf, 0);
+        if (n > 0) {
+            qp.in_.insert(qp.in_.end(), buf, buf + n);
+            worked = true;
+            if (qp.in_.size() > kMaxMessageSize + 2 * kHeader) // never happens with a sane peer
+                break;
+            continue;
+        }
+        if (n == 0) {
+            peer_closed = true;
+        } else if (errno == EINTR) {
+            continue;
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            broken = true;
+        }
+        break;
+    }
+    // Handle every complete frame.
+    std::size_t pos = 0;
+    while (qp.state() == QpState::ready && qp.in_.size() - pos >= kHeader) {
+        const WireHeader h = decode(qp.in_.data() + pos);
+        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kNak) {
+            fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
+            break;
+        }
+        const std::size_t payload = (h.type == kReadReq) ? 0 : h.length;
+        if (qp.in_.size() - pos < kHeader + payload)
+            break;
+        bool wait_for_recv = false;
+        if (!handle_frame(qp, qp.in_.data() + pos, payload, wait_for_recv))
+            break;
+        if (wait_for_recv)
+            break; // RC receiver-not-ready: keep the frame until a receive is posted
+        pos += kHeader + payload;
+        worked = true;
+    }
+    if (pos && qp.state() == QpState::ready) // fail() already discarded the input
+        qp.in_.erase(qp.in_.begin(), qp.in_.begin() + static_cast<std::ptrdiff_t>(pos));
+    // What arrived before the end of the stream (a NAK, say) counts first.
+    if ((peer_closed || broken) && qp.state() == QpState::ready) {
+        fail(qp, broken ? MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR : MLX5_CQE_SYNDROME_WR_FLUSH_ERR, broken);
+        worked = true;
+    }
+    return worked;
+}
+
+bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv)
+{
+    const WireHeader h = decode(frame);
+    const std::uint8_t* payload = frame + kHeader;
+    auto consume_recv = [&](std::uint32_t& index) -> const mlx5_wqe_data_seg* {
+        const std::uint16_t posted = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_RCV_DBR]));
+        if (static_cast<std::uint16_t>(qp.rq_next_) == posted)
+            return nullptr;
+        index = qp.rq_next_;
+        return reinterpret_cast<const mlx5_wqe_data_seg*>(qp.rq_.get() +
+                                                           static_cast<std::size_t>(index & (qp.rq_cnt_ - 1)) * qp.rq_stride_);
+    };
+    switch (h.type) {
+    case kSend: {
+        std::uint32_t index = 0;
+        const mlx5_wqe_data_seg* segs = consume_recv(index);
+        if (!segs) {
+            wait_for_recv = true;
+            return true;
+        }
+        const std::uint32_t max_sge = qp.rq_stride_ / 16;
+        std::uint64_t capacity = 0;
+        bool ok = true;
+        for (std::uint32_t i = 0; i < max_sge && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY; ++i) {
+            ok = ok && memory_.check(be32toh(segs[i].lkey), be64toh(segs[i].addr), be32toh(segs[i].byte_count),
+                                     kLocalWrite, qp.pd_);
+            capacity += be32toh(segs[i].byte_count);
+        }
+        if (!ok || payload_len > capacity) {
+            const std::uint8_t local = ok ? MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR : MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+            qp.recv_cq_->push({MLX5_CQE_RESP_ERR, local, false, static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
+            ++qp.rq_next_;
+            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, 0, 0, 0, nullptr, 0);
+            flush_output(qp);
+            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+            return false;
+        }
+        std::size_t done = 0;
+        for (std::uint32_t i = 0; i < max_sge && done < payload_len && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY; ++i) {
+            const std::size_t n = std::min<std::size_t>(be32toh(segs[i].byte_count), payload_len - done);
+            std::memcpy(reinterpret_cast<void*>(be64toh(segs[i].addr)), payload + done, n);
+            done += n;
+        }
+        ++qp.rq_next_;
+        qp.recv_cq_->push({static_cast<std::uint8_t>((h.flags & kImm) ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND), 0,
+                           (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
+                           static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
+        send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
+        return true;
+    }
+    case kWrite: {
+        std::uint32_t index = 0;
+        const mlx5_wqe_data_seg* segs = nullptr;
+        if (h.flags & kImm) {
+            segs = consume_recv(index);
+            if (!segs) {
+                wait_for_recv = true;
+                return true;
+            }
+        }
+        if (!memory_.check(h.rkey, h.addr, payload_len, kRemoteWrite, qp.pd_)) {
+            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
+            flush_output(qp);
+            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false); // memory untouched
+            return false;
+        }
+        if (payload_len)
+            std::memcpy(reinterpret_cast<void*>(h.addr), payload, payload_len);
+        if (segs) {
+            ++qp.rq_next_;
+            qp.recv_cq_->push({MLX5_CQE_RESP_WR_IMM, 0, false, static_cast<std::uint16_t>(index),
+                               static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
+        }
+        send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
+        return true;
+    }
+    case kReadReq: {
+        if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_)) {
+            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
+            flush_output(qp);
+            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+            return false;
+        }
+        send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(h.addr), h.length);
+        return true;
+    }
+    case kAck:
+    case kReadResp: {
+        if (qp.inflight_.empty()) {
+            fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
+            return false;
+        }
+        Qp::InFlight& f = qp.inflight_.front();
+        const bool is_read = f.opcode == MLX5_OPCODE_RDMA_READ;
+        if (is_read != (h.type == kReadResp) || (is_read && payload_len != f.length)) {
+            fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
+            return false;
+        }
+        if (is_read) {
+            std::size_t done = 0;
+            for (std::uint32_t i = 0; i < f.nsge; ++i) {
+                std::memcpy(reinterpret_cast<void*>(f.sge[i].addr), payload + done, f.sge[i].length);
+                done += f.sge[i].length;
+            }
+        }
+        if (f.signaled)
+            qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, is_read ? f.length : 0, 0, qp.qpn_});
+        qp.inflight_.pop_front();
+        if (qp.inflight_.empty() && qp.local_error_pending_) {
+            finish_local_error(qp);
+            return false;
+        }
+        return true;
+    }
+    case kNak:
+        fail(qp, h.syndrome ? h.syndrome : static_cast<std::uint8_t>(MLX5_CQE_SYNDROME_REMOTE_OP_ERR), true);
+        return false;
+    }
+    return false;
+}
+
+void Device::finish_local_error(Qp& qp)
+{
+    const Qp::InFlight& f = qp.local_error_wqe_;
+    qp.send_cq_->push({MLX5_CQE_REQ_ERR, qp.local_error_syndrome_, false, f.wqe_index, 0, 0, qp.qpn_});
+    qp.local_error_pending_ = false;
+    fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+}
+
+// The queue pair enters the error state: the oldest in-flight request gets
+// `syndrome` if the failure is the requester's, everything else is flushed,
+// and the connection is closed.
+void Device::fail(Qp& qp, std::uint8_t syndrome, bool requester_error)
+{
+    if (requester_error && !qp.inflight_.empty()) {
+        const Qp::InFlight& f = qp.inflight_.front();
+        qp.send_cq_->push({MLX5_CQE_REQ_ERR, syndrome, false, f.wqe_index, 0, 0, qp.qpn_});
+        qp.inflight_.pop_front();
+    }
+    qp.state_.store(QpState::error, std::memory_order_release);
+    if (qp.fd_ >= 0) {
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, qp.fd_, nullptr);
+        ::shutdown(qp.fd_, SHUT_RDWR);
+        ::close(qp.fd_);
+        qp.fd_ = -1;
+    }
+    qp.out_.clear();
+    qp.out_sent_ = 0;
+    qp.in_.clear();
+    flush_all(qp);
+}
+
+// Completes every outstanding request and receive with a flush error, in order.
+void Device::flush_all(Qp& qp)
+{
+    if (qp.local_error_pending_) { // the connection failed first: it is flushed with the rest
+        qp.inflight_.push_back(qp.local_error_wqe_);
+        qp.local_error_pending_ = false;
+    }
+    for (const Qp::InFlight& f : qp.inflight_)
+        qp.send_cq_->push({MLX5_CQE_REQ_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false, f.wqe_index, 0, 0, qp.qpn_});
+    qp.inflight_.clear();
+    const std::uint32_t mask = qp.sq_cnt_ - 1;
+    const std::uint16_t published = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR]));
+    while (static_cast<std::uint16_t>(qp.sq_next_) != published) {
+        const auto* ctrl = reinterpret_cast<const mlx5_wqe_ctrl_seg*>(qp.sq_.get() + static_cast<std::size_t>(qp.sq_next_ & mask) * 64);
+        const std::uint32_t ds = be32toh(ctrl->qpn_ds) & 0x3f;
+        qp.send_cq_->push({MLX5_CQE_REQ_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
+                           static_cast<std::uint16_t>(be32toh(ctrl->opmod_idx_opcode) >> 8), 0, 0, qp.qpn_});
+        qp.sq_next_ += std::max<std::uint32_t>(1, (ds * 16 + 63) / 64);
+    }
+    const std::uint16_t posted = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_RCV_DBR]));
+    while (static_cast<std::uint16_t>(qp.rq_next_) != posted) {
+        qp.recv_cq_->push({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
+                           static_cast<std::uint16_t>(qp.rq_next_), 0, 0, qp.qpn_});
+        ++qp.rq_next_;
+    }
+}
+
+} // namespace fastdapl::softnic

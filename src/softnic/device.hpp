@@ -1,0 +1,160 @@
+// The software NIC: executes mlx5 send/receive queues and writes mlx5 CQEs,
+// moving data over one stream socket per queue pair, with RC semantics.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include "memory_table.hpp"
+#include "queues.hpp" // SoftwareDoorbell
+
+#include <infiniband/mlx5dv.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fastdapl::softnic {
+
+// Bytes of one message the wire accepts; larger frames break the connection.
+inline constexpr std::uint32_t kMaxMessageSize = 1u << 30;
+inline constexpr std::uint32_t kMaxSge = 16;
+
+class Device;
+
+// A completion queue in the mlx5 layout (64-byte CQEs).
+class Cq {
+public:
+    const mlx5dv_cq& descriptor() const { return dv_; }
+    bool overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
+
+private:
+    friend class Device;
+    struct Entry {
+        std::uint8_t opcode;     // MLX5_CQE_*
+        std::uint8_t syndrome;   // error CQEs
+        bool solicited;
+        std::uint16_t wqe_counter;
+        std::uint32_t byte_cnt;
+        std::uint32_t imm_be;    // as it goes into imm_inval_pkey
+        std::uint32_t qpn;
+    };
+    bool push(const Entry& e); // false when full: the CQ overflowed
+
+    std::unique_ptr<std::uint8_t, void (*)(void*)> mem_{nullptr, &std::free};
+    __be32 dbrec_[2] = {0, 0};
+    std::uint32_t cnt_ = 0;
+    std::uint32_t log_ = 0;
+    std::uint32_t pi_ = 0;
+    std::atomic<bool> overflowed_{false};
+    mlx5dv_cq dv_{};
+};
+
+enum class QpState { reset, ready, error };
+
+class Qp {
+public:
+    const mlx5dv_qp& descriptor() const { return dv_; }
+    std::uint32_t qpn() const { return qpn_; }
+    std::uint32_t max_inline() const { return max_inline_; }
+    QpState state() const { return state_.load(std::memory_order_acquire); }
+
+private:
+    friend class Device;
+    struct InFlight {
+        std::uint16_t wqe_index;
+        std::uint8_t opcode;
+        bool signaled;
+        std::uint32_t length;
+        std::uint32_t nsge;
+        fastpath::Sge sge[kMaxSge]; // READ: where the response goes
+    };
+
+    std::uint32_t qpn_ = 0;
+    std::uint32_t pd_ = 0;
+    Cq* send_cq_ = nullptr;
+    Cq* recv_cq_ = nullptr;
+    std::unique_ptr<std::uint8_t, void (*)(void*)> sq_{nullptr, &std::free};
+    std::unique_ptr<std::uint8_t, void (*)(void*)> rq_{nullptr, &std::free};
+    __be32 dbrec_[2] = {0, 0};
+    std::uint32_t sq_cnt_ = 0, rq_cnt_ = 0, rq_stride_ = 0, max_inline_ = 0;
+    mlx5dv_qp dv_{};
+
+    // engine state (under the device's mutex)
+    std::atomic<QpState> state_{QpState::reset};
+    int fd_ = -1;
+    std::uint32_t sq_next_ = 0; // next basic block to execute
+    std::uint32_t rq_next_ = 0; // next receive WQE to consume
+    std::deque<InFlight> inflight_;
+    // A WQE that failed a local check waits for the older ones in flight to
+    // complete, so completions stay in order; then the QP fails.
+    bool local_error_pending_ = false;
+    InFlight local_error_wqe_{};
+    std::uint8_t local_error_syndrome_ = 0;
+    std::vector<std::uint8_t> out_;
+    std::size_t out_sent_ = 0;
+    std::vector<std::uint8_t> in_;
+    std::uint32_t epoll_mask_ = 0;
+};
+
+class Device {
+public:
+    Device();
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    MemoryTable& memory() { return memory_; }
+    std::uint32_t alloc_pd() { return next_pd_.fetch_add(1) ; }
+
+    Cq* create_cq(std::uint32_t min_entries);
+    void destroy_cq(Cq* cq);
+    Qp* create_qp(std::uint32_t pd, Cq* send_cq, Cq* recv_cq, std::uint32_t sq_wqes, std::uint32_t rq_wqes,
+                  std::uint32_t max_sge, std::uint32_t max_inline);
+    // Flushes what is outstanding (if connected) and frees the queue pair.
+    void destroy_qp(Qp* qp);
+
+    // The queue pair sends and receives over `fd` (a connected stream
+    // socket the device now owns) and moves to the ready state.
+    bool connect(Qp* qp, int fd);
+    // Breaks the connection: every outstanding WQE completes as flushed.
+    void disconnect(Qp* qp);
+
+    // Doorbell wiring for fastpath::SendQueue.
+    fastpath::SoftwareDoorbell doorbell() { return {&sleeping_, wake_fd_}; }
+
+    // One round of work on the caller's thread (the consumer polls), if the
+    // engine thread is not busy with it already.
+    void progress();
+
+private:
+    void run();
+    bool progress_locked();
+    bool execute_send_queue(Qp& qp);
+    bool receive(Qp& qp);
+    bool handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv);
+    bool flush_output(Qp& qp);
+    void fail(Qp& qp, std::uint8_t syndrome, bool requester_error);
+    void finish_local_error(Qp& qp);
+    void flush_all(Qp& qp);
+    void update_epoll(Qp& qp);
+    void send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
+                    std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length);
+
+    MemoryTable memory_;
+    std::atomic<std::uint32_t> next_pd_{1};
+    std::atomic<std::uint32_t> next_qpn_{0x100};
+    std::mutex mutex_;
+    std::vector<Qp*> qps_;
+    std::vector<Cq*> cqs_;
+    int epoll_fd_ = -1;
+    int wake_fd_ = -1;
+    std::atomic<std::uint32_t> sleeping_{0};
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+} // namespace fastdapl::softnic

@@ -1,0 +1,397 @@
+// The software NIC runs fast-path queues between two queue pairs over a socketpair.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "device.hpp"
+#include "queues.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+using namespace fastdapl;
+using fastpath::Sge;
+
+namespace {
+
+constexpr std::uint32_t kAll = softnic::kLocalRead | softnic::kLocalWrite | softnic::kRemoteRead | softnic::kRemoteWrite;
+
+// One side of a connection: a queue pair with its CQs and the fast-path views.
+struct Endpoint {
+    Endpoint(softnic::Device& dev, std::uint32_t pd, std::uint32_t max_inline = 0) : dev(dev), pd(pd)
+    {
+        scq = dev.create_cq(64);
+        rcq = dev.create_cq(64);
+        qp = dev.create_qp(pd, scq, rcq, 16, 16, 4, max_inline);
+        slots.resize(qp->descriptor().sq.wqe_cnt);
+        cookies.resize(qp->descriptor().rq.wqe_cnt);
+        sq.init({&qp->descriptor(), qp->qpn(), max_inline, slots.data(), fastpath::DoorbellMode::software, dev.doorbell()});
+        rq.init(qp->descriptor(), cookies.data());
+        send_cq.init(scq->descriptor());
+        recv_cq.init(rcq->descriptor());
+    }
+    ~Endpoint()
+    {
+        dev.destroy_qp(qp);
+        dev.destroy_cq(scq);
+        dev.destroy_cq(rcq);
+    }
+
+    // Waits (polling, with inline progress) for the next CQE of `cq`; copies it.
+    bool next(fastpath::CompletionQueue& cq, mlx5_cqe64& out, int timeout_ms = 5000)
+    {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (std::chrono::steady_clock::now() < deadline) {
+            if (const mlx5_cqe64* c = cq.peek()) {
+                out = *c;
+                cq.consume();
+                cq.publish_consumer_index();
+                return true;
+            }
+            dev.progress();
+            std::this_thread::yield();
+        }
+        return false;
+    }
+    // True if no CQE arrives within `ms`.
+    bool quiet(fastpath::CompletionQueue& cq, int ms = 100)
+    {
+        mlx5_cqe64 c;
+        return !next(cq, c, ms);
+    }
+
+    softnic::Device& dev;
+    std::uint32_t pd;
+    softnic::Cq* scq;
+    softnic::Cq* rcq;
+    softnic::Qp* qp;
+    std::vector<fastpath::SendSlot> slots;
+    std::vector<std::uint64_t> cookies;
+    fastpath::SendQueue sq;
+    fastpath::RecvQueue rq;
+    fastpath::CompletionQueue send_cq, recv_cq;
+};
+
+struct Pair {
+    Pair(std::uint32_t max_inline = 0)
+        : pd(dev.alloc_pd()), a(dev, pd, max_inline), b(dev, pd, max_inline)
+    {
+        int sv[2];
+        EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        EXPECT_TRUE(dev.connect(a.qp, sv[0]));
+        EXPECT_TRUE(dev.connect(b.qp, sv[1]));
+    }
+    softnic::Device dev;
+    std::uint32_t pd;
+    Endpoint a, b;
+};
+
+Sge sge_of(std::vector<char>& buf, std::uint32_t key, std::size_t offset = 0, std::size_t len = 0)
+{
+    return {reinterpret_cast<std::uintptr_t>(buf.data() + offset), static_cast<std::uint32_t>(len ? len : buf.size() - offset), key};
+}
+
+std::uint8_t opcode(const mlx5_cqe64& c) { return c.op_own >> 4; }
+std::uint8_t syndrome(const mlx5_cqe64& c) { return reinterpret_cast<const std::uint8_t*>(&c)[55]; }
+
+} // namespace
+
+TEST(MemoryTable, ChecksRangeRightsAndProtectionDomain)
+{
+    softnic::MemoryTable t;
+    const std::uint32_t k = t.add(0x1000, 0x100, softnic::kLocalRead | softnic::kRemoteWrite, 7);
+    ASSERT_NE(k, 0u);
+    EXPECT_TRUE(t.check(k, 0x1000, 0x100, softnic::kLocalRead, 7));
+    EXPECT_TRUE(t.check(k, 0x10ff, 1, softnic::kRemoteWrite, 7));
+    EXPECT_TRUE(t.check(k, 0x1100, 0, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, 0x0fff, 1, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, 0x10ff, 2, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, 0x1000, ~0ull, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, ~0ull, 2, softnic::kLocalRead, 7)); // wraps around
+    EXPECT_FALSE(t.check(k, 0x1000, 8, softnic::kRemoteRead, 7));
+    EXPECT_FALSE(t.check(k, 0x1000, 8, softnic::kLocalRead, 8));
+    EXPECT_FALSE(t.check(0, 0x1000, 8, softnic::kLocalRead, 7));
+    EXPECT_TRUE(t.remove(k));
+    EXPECT_FALSE(t.remove(k));
+    EXPECT_FALSE(t.check(k, 0x1000, 8, softnic::kLocalRead, 7));
+    const std::uint32_t again = t.add(0x1000, 0x100, softnic::kLocalRead, 7); // same slot, new key
+    EXPECT_NE(again, k);
+    EXPECT_FALSE(t.check(k, 0x1000, 8, softnic::kLocalRead, 7));
+}
+
+TEST(Softnic, SendReceiveMovesDataAndCompletesBothSides)
+{
+    Pair p;
+    std::vector<char> src(4096), dst(8192, 0);
+    for (std::size_t i = 0; i < src.size(); ++i)
+        src[i] = static_cast<char>(i * 7);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    Sge r[2] = {sge_of(dst, kd, 0, 1000), sge_of(dst, kd, 1000, 7192)};
+    ASSERT_TRUE(p.b.rq.post(r, 2, 0xb0));
+    Sge s = sge_of(src, ks);
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 4096, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 0xa0));
+    p.a.sq.ring();
+
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+    EXPECT_EQ(be32toh(c.byte_cnt), 4096u);
+    EXPECT_EQ(be16toh(c.wqe_counter), 0u);
+    EXPECT_EQ(be32toh(c.sop_drop_qpn) & 0xffffff, p.b.qp->qpn());
+    EXPECT_EQ(p.b.rq.complete_oldest(), 0xb0u);
+    EXPECT_EQ(std::memcmp(src.data(), dst.data(), 4096), 0);
+
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    EXPECT_EQ(p.a.sq.slot(be16toh(c.wqe_counter)).cookie, 0xa0u);
+}
+
+TEST(Softnic, InlineSendWithImmediateAndSolicitedBit)
+{
+    Pair p(64);
+    std::vector<char> dst(64, 0);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    Sge r = sge_of(dst, kd);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+    char msg[] = "inline!";
+    Sge s{reinterpret_cast<std::uintptr_t>(msg), 8, 0}; // no key: inline data is not checked against the table
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND_IMM, &s, 1, 8, nullptr, htobe32(0x5eed),
+                            MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED, 2));
+    std::memcpy(msg, "CHANGED", 8); // inline data was copied at post time
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND_IMM);
+    EXPECT_EQ(be32toh(c.imm_inval_pkey), 0x5eedu);
+    EXPECT_EQ(c.op_own & 2, 2); // solicited
+    EXPECT_STREQ(dst.data(), "inline!");
+}
+
+TEST(Softnic, WriteThenSendOrderAndReadWithoutPeerHelp)
+{
+    Pair p;
+    std::vector<char> local(256, 'L'), remote(256, 'R'), note(16), inbox(16);
+    const auto kl = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(local.data()), 256, kAll, p.pd);
+    const auto kr = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(remote.data()), 256, kAll, p.pd);
+    const auto kn = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(note.data()), 16, kAll, p.pd);
+    const auto ki = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(inbox.data()), 16, kAll, p.pd);
+    Sge r = sge_of(inbox, ki);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 9));
+    Sge w = sge_of(local, kl, 0, 100);
+    fastpath::RemoteAddress ra{reinterpret_cast<std::uintptr_t>(remote.data()) + 10, kr};
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_RDMA_WRITE, &w, 1, 100, &ra, 0, 0, 1)); // unsignalled
+    Sge n = sge_of(note, kn);
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &n, 1, 16, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 2));
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    // The write's data is in place when the following send's receive completes.
+    EXPECT_EQ(remote[9], 'R');
+    EXPECT_EQ(remote[10], 'L');
+    EXPECT_EQ(remote[109], 'L');
+    EXPECT_EQ(remote[110], 'R');
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(be16toh(c.wqe_counter), 1u); // only the signalled send reports
+    p.a.sq.retire_through(be16toh(c.wqe_counter));
+    EXPECT_EQ(p.a.sq.outstanding_bbs(), 0u);
+
+    // RDMA READ: B's consumer does nothing; its engine answers.
+    std::vector<char> into(50, 0);
+    const auto kinto = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(into.data()), 50, kAll, p.pd);
+    Sge rd = sge_of(into, kinto);
+    fastpath::RemoteAddress src{reinterpret_cast<std::uintptr_t>(remote.data()) + 5, kr};
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_RDMA_READ, &rd, 1, 50, &src, 0, MLX5_WQE_CTRL_CQ_UPDATE, 3));
+    p.a.sq.ring();
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    EXPECT_EQ(be32toh(c.byte_cnt), 50u);
+    EXPECT_EQ(std::memcmp(into.data(), remote.data() + 5, 50), 0);
+}
+
+// Each violation: the requester gets the remote access error, the target's
+// memory is untouched, and both queue pairs fail (outstanding work flushed).
+class RemoteViolation : public ::testing::TestWithParam<int> {};
+
+TEST_P(RemoteViolation, RequesterErrorTargetUntouchedConnectionBroken)
+{
+    Pair p;
+    std::vector<char> local(64, 'X'), target(64, 'T'), spare(64);
+    const auto kl = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(local.data()), 64, kAll, p.pd);
+    const std::uint32_t other_pd = p.dev.alloc_pd();
+    std::uint32_t rights = kAll, pd = p.pd;
+    std::uint64_t where = reinterpret_cast<std::uintptr_t>(target.data());
+    if (GetParam() == 0)
+        where += 60; // 64-byte write at offset 60: outside the region
+    if (GetParam() == 1)
+        pd = other_pd; // region of another protection domain
+    if (GetParam() == 2)
+        rights = softnic::kLocalRead | softnic::kLocalWrite | softnic::kRemoteRead; // no remote write
+    const auto kt = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), 64, rights, pd);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(spare.data()), 64, kAll, p.pd);
+    Sge r = sge_of(spare, ks);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1)); // will be flushed
+    Sge w = sge_of(local, kl);
+    fastpath::RemoteAddress ra{where, kt};
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_RDMA_WRITE, &w, 1, 64, &ra, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &w, 1, 64, nullptr, 0, 0, 2)); // behind it: flushed
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+    EXPECT_EQ(be16toh(c.wqe_counter), 0u);
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+    EXPECT_EQ(be16toh(c.wqe_counter), 1u);
+    EXPECT_EQ(std::string(target.data(), 64), std::string(64, 'T'));
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+    EXPECT_EQ(p.a.qp->state(), softnic::QpState::error);
+    EXPECT_EQ(p.b.qp->state(), softnic::QpState::error);
+}
+
+INSTANTIATE_TEST_SUITE_P(OutOfRangeWrongPdNoPrivilege, RemoteViolation, ::testing::Values(0, 1, 2));
+
+TEST(Softnic, LocalKeyViolationFailsBeforeAnythingIsSent)
+{
+    Pair p;
+    std::vector<char> buf(64, 'B'), dst(64, 0);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), 64, kAll, p.pd);
+    const auto kb = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(buf.data()), 64, softnic::kLocalWrite, p.pd); // no local read
+    Sge r = sge_of(dst, kd);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+    Sge s = sge_of(buf, kb);
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 64, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c)); // the peer sees the connection end: its receive is flushed
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+    EXPECT_EQ(dst[0], 0);
+}
+
+TEST(Softnic, MessageLargerThanTheReceiveBuffer)
+{
+    Pair p;
+    std::vector<char> big(200, 'G'), small(100, 0);
+    const auto kb = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(big.data()), 200, kAll, p.pd);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(small.data()), 100, kAll, p.pd);
+    Sge r = sge_of(small, ks);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+    Sge s = sge_of(big, kb);
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 200, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
+    EXPECT_EQ(small[0], 0);
+}
+
+TEST(Softnic, ReceiveNotReadyWaitsForAPostedReceive)
+{
+    Pair p;
+    std::vector<char> src(32, 'S'), dst(32, 0);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), 32, kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), 32, kAll, p.pd);
+    Sge s = sge_of(src, ks);
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 32, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    p.a.sq.ring();
+    EXPECT_TRUE(p.a.quiet(p.a.send_cq, 200)); // not placed, so not complete
+    Sge r = sge_of(dst, kd);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    EXPECT_EQ(dst[31], 'S');
+}
+
+TEST(Softnic, PeerGoneFlushesEverythingInOrder)
+{
+    Pair p;
+    std::vector<char> buf(64, 'P');
+    const auto kb = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(buf.data()), 64, kAll, p.pd);
+    Sge r = sge_of(buf, kb);
+    for (int i = 0; i < 3; ++i)
+        ASSERT_TRUE(p.a.rq.post(&r, 1, static_cast<std::uint64_t>(i)));
+    p.dev.disconnect(p.b.qp); // the peer's end closes
+    mlx5_cqe64 c;
+    for (std::uint16_t i = 0; i < 3; ++i) {
+        ASSERT_TRUE(p.a.next(p.a.recv_cq, c)) << i;
+        EXPECT_EQ(opcode(c), MLX5_CQE_RESP_ERR);
+        EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+        EXPECT_EQ(be16toh(c.wqe_counter), i);
+    }
+    // Requests posted after the failure are flushed as well.
+    Sge s = sge_of(buf, kb);
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 64, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 7));
+    p.a.sq.ring();
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+}
+
+TEST(Softnic, MalformedWireDataBreaksOnlyThatConnection)
+{
+    Pair p; // a healthy pair alongside
+    Endpoint victim(p.dev, p.pd);
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ASSERT_TRUE(p.dev.connect(victim.qp, sv[0]));
+    std::vector<char> buf(64);
+    const auto kb = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(buf.data()), 64, kAll, p.pd);
+    Sge r = sge_of(buf, kb);
+    ASSERT_TRUE(victim.rq.post(&r, 1, 1));
+    const char garbage[48] = "\x09\x00\x00\x07 this is not a frame of ours........";
+    ASSERT_EQ(write(sv[1], garbage, sizeof garbage), static_cast<ssize_t>(sizeof garbage));
+    mlx5_cqe64 c;
+    ASSERT_TRUE(victim.next(victim.recv_cq, c));
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+    EXPECT_EQ(victim.qp->state(), softnic::QpState::error);
+    close(sv[1]);
+    EXPECT_EQ(p.a.qp->state(), softnic::QpState::ready);
+    EXPECT_EQ(p.b.qp->state(), softnic::QpState::ready);
+}
+
+TEST(Softnic, ManyMessagesKeepOrderAcrossQueueWrap)
+{
+    Pair p;
+    constexpr int kCount = 500;
+    std::vector<char> src(8), dst(8 * 16);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), 8, kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    int received = 0;
+    for (int i = 0; i < 16; ++i) {
+        Sge r = sge_of(dst, kd, static_cast<std::size_t>(i) * 8, 8);
+        ASSERT_TRUE(p.b.rq.post(&r, 1, static_cast<std::uint64_t>(i)));
+    }
+    for (int i = 0; i < kCount; ++i) {
+        std::memcpy(src.data(), &i, sizeof i);
+        Sge s = sge_of(src, ks);
+        ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 8, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, static_cast<std::uint64_t>(i)));
+        p.a.sq.ring();
+        mlx5_cqe64 c;
+        ASSERT_TRUE(p.a.next(p.a.send_cq, c)) << i;
+        ASSERT_EQ(opcode(c), MLX5_CQE_REQ) << i;
+        EXPECT_EQ(p.a.sq.slot(be16toh(c.wqe_counter)).cookie, static_cast<std::uint64_t>(i));
+        p.a.sq.retire_through(be16toh(c.wqe_counter));
+        ASSERT_TRUE(p.b.next(p.b.recv_cq, c)) << i;
+        const std::uint64_t slot = p.b.rq.complete_oldest();
+        int got;
+        std::memcpy(&got, dst.data() + slot * 8, sizeof got);
+        EXPECT_EQ(got, received++);
+        Sge r = sge_of(dst, kd, slot * 8, 8);
+        ASSERT_TRUE(p.b.rq.post(&r, 1, slot));
+    }
+}
