@@ -354,7 +354,7 @@ bool Device::execute_send_queue(Qp& qp)
         const std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + i * 16) % (static_cast<std::size_t>(qp.sq_cnt_) * 64);
         return base + off;
     };
-    std::vector<std::uint8_t> payload;
+    std::vector<std::uint8_t>& payload = gather_; // reused: no allocation per WQE once warm
     while (static_cast<std::uint16_t>(qp.sq_next_) != published && qp.state() == QpState::ready &&
            !qp.local_error_pending_ && qp.out_.size() - qp.out_sent_ < kOutputHighWater) {
         const std::uint32_t bb = qp.sq_next_;

@@ -150,6 +150,7 @@ private:
     std::mutex mutex_;
     std::vector<Qp*> qps_;
     std::vector<Cq*> cqs_;
+    std::vector<std::uint8_t> gather_; // a send's bytes, gathered before they are framed
     int epoll_fd_ = -1;
     int wake_fd_ = -1;
     std::atomic<std::uint32_t> sleeping_{0};
