@@ -1,0 +1,354 @@
+// libfastdapl through the public DAT API: IA, PZ, LMR, EVD and handle calls.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include <dat2/udat.h>
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr DAT_RETURN kOk = DAT_SUCCESS;
+DAT_RETURN type_of(DAT_RETURN rc) { return DAT_GET_TYPE(rc); }
+
+class Provider : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        ASSERT_EQ(dat_ia_open(const_cast<char*>("fastdapl-tcp"), 16, &async, &ia), kOk);
+        ASSERT_NE(async, DAT_HANDLE_NULL);
+    }
+    void TearDown() override
+    {
+        if (ia) {
+            EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+        }
+    }
+    DAT_EVD_HANDLE sw_evd(DAT_COUNT qlen)
+    {
+        DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+        EXPECT_EQ(dat_evd_create(ia, qlen, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), kOk);
+        return evd;
+    }
+    static DAT_EVENT software_event(std::uintptr_t tag)
+    {
+        DAT_EVENT e{};
+        e.event_number = DAT_SOFTWARE_EVENT;
+        e.event_data.software_event_data.pointer = reinterpret_cast<void*>(tag);
+        return e;
+    }
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+};
+
+TEST_F(Provider, QueryReportsAddressAndHonestAttributes)
+{
+    DAT_EVD_HANDLE q_async = DAT_HANDLE_NULL;
+    DAT_IA_ATTR ia_attr{};
+    DAT_PROVIDER_ATTR pattr{};
+    ASSERT_EQ(dat_ia_query(ia, &q_async, DAT_IA_FIELD_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &pattr), kOk);
+    EXPECT_EQ(q_async, async);
+    ASSERT_NE(ia_attr.ia_address_ptr, nullptr);
+    ASSERT_EQ(ia_attr.ia_address_ptr->sa_family, AF_INET);
+    const auto* sin = reinterpret_cast<const sockaddr_in*>(ia_attr.ia_address_ptr);
+    EXPECT_EQ(ntohl(sin->sin_addr.s_addr), INADDR_LOOPBACK);
+    EXPECT_GT(ia_attr.max_evd_qlen, 0);
+    EXPECT_GT(ia_attr.max_message_size, 0u);
+    EXPECT_EQ(ia_attr.max_srqs, 0); // SRQ not delivered yet: reported as absent
+    EXPECT_STREQ(pattr.provider_name, "fastdapl");
+    EXPECT_EQ(pattr.dapl_version_major, 2u);
+    EXPECT_GE(pattr.max_private_data_size, 64);
+    ASSERT_NE(pattr.optimal_buffer_alignment, 0u);
+    EXPECT_EQ(256 % pattr.optimal_buffer_alignment, 0u);
+    EXPECT_EQ(pattr.srq_supported, DAT_FALSE);
+    EXPECT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE, nullptr), kOk);
+    EXPECT_EQ(type_of(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, nullptr, 0, nullptr)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+}
+
+TEST(ProviderOpen, ArgumentErrors)
+{
+    DAT_IA_HANDLE ia;
+    DAT_EVD_HANDLE bogus = reinterpret_cast<DAT_EVD_HANDLE>(0x1000); // not an EVD
+    const DAT_EVD_HANDLE before = bogus;
+    // A forged async EVD handle: refused, and left as it was.
+    DAT_RETURN rc = dat_ia_open(const_cast<char*>("fastdapl-tcp"), 8, &bogus, &ia);
+    EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(bogus, before);
+    DAT_EVD_HANDLE none = DAT_HANDLE_NULL;
+    EXPECT_EQ(type_of(dat_ia_open(const_cast<char*>("fastdapl-tcp"), 0, &none, &ia)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ia_open(const_cast<char*>("fastdapl-badif"), 8, &none, &ia)),
+              static_cast<DAT_RETURN>(DAT_INVALID_ADDRESS));
+}
+
+TEST_F(Provider, HandleTypesAndConsumerContexts)
+{
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    DAT_EVD_HANDLE evd = sw_evd(4);
+    DAT_HANDLE_TYPE t;
+    ASSERT_EQ(dat_get_handle_type(ia, &t), kOk);
+    EXPECT_EQ(t, DAT_HANDLE_TYPE_IA);
+    ASSERT_EQ(dat_get_handle_type(pz, &t), kOk);
+    EXPECT_EQ(t, DAT_HANDLE_TYPE_PZ);
+    ASSERT_EQ(dat_get_handle_type(evd, &t), kOk);
+    EXPECT_EQ(t, DAT_HANDLE_TYPE_EVD);
+    ASSERT_EQ(dat_get_handle_type(async, &t), kOk);
+    EXPECT_EQ(t, DAT_HANDLE_TYPE_EVD);
+    for (DAT_HANDLE h : {static_cast<DAT_HANDLE>(ia), pz, evd}) {
+        DAT_CONTEXT c;
+        c.as_64 = 99;
+        ASSERT_EQ(dat_get_consumer_context(h, &c), kOk);
+        EXPECT_EQ(c.as_ptr, nullptr); // NULL by default
+        c.as_64 = 0x1234;
+        ASSERT_EQ(dat_set_consumer_context(h, c), kOk);
+        DAT_CONTEXT back{};
+        ASSERT_EQ(dat_get_consumer_context(h, &back), kOk);
+        EXPECT_EQ(back.as_64, 0x1234u);
+    }
+    EXPECT_EQ(type_of(dat_get_handle_type(pz, nullptr)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(dat_evd_free(evd), kOk);
+    EXPECT_EQ(dat_pz_free(pz), kOk);
+    // Freed handles are dead, never dereferenced into a new object.
+    EXPECT_EQ(type_of(dat_get_handle_type(pz, &t)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_pz_free(pz)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_evd_free(evd)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+}
+
+TEST_F(Provider, ForgedHandleWithOurProviderPointerIsRefused)
+{
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    struct Fake {
+        void* provider;
+        char rest[64];
+    } fake{*static_cast<void**>(pz), {}};
+    EXPECT_EQ(type_of(dat_pz_free(&fake)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_lmr_free(pz)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE)); // wrong type
+    EXPECT_EQ(dat_pz_free(pz), kOk);
+}
+
+TEST_F(Provider, GracefulCloseWaitsForChildrenAbruptCloseCascades)
+{
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    EXPECT_EQ(type_of(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG)), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    DAT_PZ_PARAM param{};
+    ASSERT_EQ(dat_pz_query(pz, DAT_PZ_FIELD_ALL, &param), kOk); // still working
+    EXPECT_NE(param.ia_handle, DAT_HANDLE_NULL);
+    ASSERT_EQ(dat_pz_free(pz), kOk);
+    // Only the provider's async EVD left: a graceful close succeeds.
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_GRACEFUL_FLAG), kOk);
+    // The old async EVD died with its IA: passing it again is refused.
+    EXPECT_EQ(type_of(dat_ia_open(const_cast<char*>("fastdapl-tcp"), 16, &async, &ia)),
+              static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    async = DAT_HANDLE_NULL;
+    ASSERT_EQ(dat_ia_open(const_cast<char*>("fastdapl-tcp"), 16, &async, &ia), kOk);
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    std::vector<char> buf(4096);
+    DAT_REGION_DESCRIPTION region;
+    region.for_va = buf.data();
+    DAT_LMR_HANDLE lmr;
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, buf.size(), pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                             &lmr, nullptr, nullptr, nullptr, nullptr),
+              kOk);
+    DAT_EVD_HANDLE evd = sw_evd(4);
+    std::atomic<DAT_RETURN> waited{0};
+    std::thread waiter([&] {
+        DAT_EVENT e;
+        DAT_COUNT n;
+        waited = dat_evd_wait(evd, DAT_TIMEOUT_INFINITE, 1, &e, &n);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+    waiter.join();
+    EXPECT_EQ(type_of(waited.load()), static_cast<DAT_RETURN>(DAT_ABORT));
+    DAT_HANDLE_TYPE t;
+    for (DAT_HANDLE h : {pz, lmr, evd, async})
+        EXPECT_EQ(type_of(dat_get_handle_type(h, &t)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    ia = DAT_HANDLE_NULL;
+}
+
+TEST_F(Provider, LmrCreateQueryFreeAndItsErrors)
+{
+    DAT_PZ_HANDLE pz, pz2;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    ASSERT_EQ(dat_pz_create(ia, &pz2), kOk);
+    std::vector<char> buf(8192);
+    DAT_REGION_DESCRIPTION region;
+    region.for_va = buf.data();
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lctx = 0;
+    DAT_RMR_CONTEXT rctx = 1;
+    DAT_VLEN len = 0;
+    DAT_VADDR addr = 0;
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 8192, pz,
+                             static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG),
+                             DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, &len, &addr),
+              kOk);
+    EXPECT_NE(lctx, 0u);
+    EXPECT_EQ(rctx, 0u); // no remote privileges, no remote key
+    EXPECT_EQ(len, 8192u);
+    EXPECT_EQ(addr, reinterpret_cast<DAT_VADDR>(buf.data()));
+
+    // The same memory again, through the LMR, in another PZ, with remote rights.
+    DAT_REGION_DESCRIPTION again;
+    again.for_lmr_handle = lmr;
+    DAT_LMR_HANDLE lmr2;
+    DAT_RMR_CONTEXT rctx2 = 0;
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_LMR, again, 0, pz2, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, &lmr2, nullptr,
+                             &rctx2, nullptr, nullptr),
+              kOk);
+    EXPECT_NE(rctx2, 0u);
+    DAT_LMR_PARAM p{};
+    ASSERT_EQ(dat_lmr_query(lmr2, DAT_LMR_FIELD_ALL, &p), kOk);
+    EXPECT_EQ(p.pz_handle, pz2);
+    EXPECT_EQ(p.mem_type, DAT_MEM_TYPE_LMR);
+    EXPECT_EQ(p.length, 8192u);
+    EXPECT_EQ(p.registered_address, reinterpret_cast<DAT_VADDR>(buf.data()));
+    EXPECT_EQ(p.mem_priv, DAT_MEM_PRIV_ALL_FLAG);
+
+    // Errors, each leaving everything else intact.
+    DAT_LMR_HANDLE bad;
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 0, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                                     &bad, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 16, pz, static_cast<DAT_MEM_PRIV_FLAGS>(0x400),
+                                     DAT_VA_TYPE_VA, &bad, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 16, ia, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                                     &bad, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_SHARED_VIRTUAL, region, 16, pz, DAT_MEM_PRIV_ALL_FLAG,
+                                     DAT_VA_TYPE_VA, &bad, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_lmr_query(lmr, static_cast<DAT_LMR_PARAM_MASK>(0x10000), &p)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+
+    // Free rules: a PZ in use, an LMR re-registered by another.
+    EXPECT_EQ(type_of(dat_pz_free(pz)), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_lmr_free(lmr)), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    ASSERT_EQ(dat_lmr_free(lmr2), kOk);
+    ASSERT_EQ(dat_lmr_free(lmr), kOk);
+    EXPECT_EQ(type_of(dat_lmr_free(lmr)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(dat_pz_free(pz), kOk);
+    EXPECT_EQ(dat_pz_free(pz2), kOk);
+
+    DAT_LMR_TRIPLET seg{reinterpret_cast<DAT_VADDR>(buf.data()), 16, lctx};
+    EXPECT_EQ(dat_lmr_sync_rdma_read(ia, &seg, 1), kOk);
+    EXPECT_EQ(dat_lmr_sync_rdma_write(ia, &seg, 1), kOk);
+    EXPECT_EQ(type_of(dat_lmr_sync_rdma_read(ia, nullptr, 1)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+}
+
+TEST_F(Provider, SoftwareEventsQueueFullEmptyAndOrder)
+{
+    DAT_EVD_HANDLE evd = sw_evd(3);
+    DAT_EVD_PARAM p{};
+    ASSERT_EQ(dat_evd_query(evd, DAT_EVD_FIELD_ALL, &p), kOk);
+    EXPECT_GE(p.evd_qlen, 3);
+    EXPECT_TRUE(p.evd_state & DAT_EVD_STATE_ENABLED);
+    EXPECT_TRUE(p.evd_state & DAT_EVD_STATE_WAITABLE);
+    for (std::uintptr_t i = 1; i <= 3; ++i) {
+        DAT_EVENT e = software_event(i);
+        ASSERT_EQ(dat_evd_post_se(evd, &e), kOk);
+    }
+    DAT_EVENT e = software_event(4);
+    EXPECT_EQ(type_of(dat_evd_post_se(evd, &e)), static_cast<DAT_RETURN>(DAT_QUEUE_FULL));
+    EXPECT_EQ(type_of(dat_evd_resize(evd, 2)), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    ASSERT_EQ(dat_evd_resize(evd, 8), kOk);
+    for (std::uintptr_t i = 1; i <= 3; ++i) {
+        DAT_EVENT out{};
+        ASSERT_EQ(dat_evd_dequeue(evd, &out), kOk);
+        EXPECT_EQ(out.event_number, DAT_SOFTWARE_EVENT);
+        EXPECT_EQ(out.evd_handle, evd);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(out.event_data.software_event_data.pointer), i);
+    }
+    DAT_EVENT out;
+    EXPECT_EQ(type_of(dat_evd_dequeue(evd, &out)), static_cast<DAT_RETURN>(DAT_QUEUE_EMPTY));
+    DAT_EVENT wrong{};
+    wrong.event_number = DAT_DTO_COMPLETION_EVENT;
+    EXPECT_EQ(type_of(dat_evd_post_se(evd, &wrong)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(dat_evd_free(evd), kOk);
+}
+
+TEST_F(Provider, EvdCreateErrors)
+{
+    DAT_EVD_HANDLE evd;
+    EXPECT_EQ(type_of(dat_evd_create(ia, 0, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_evd_create(ia, 4, DAT_HANDLE_NULL, static_cast<DAT_EVD_FLAGS>(0x4000), &evd)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_evd_create(ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, nullptr)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+}
+
+TEST_F(Provider, WaitThresholdTimeoutWakeAndWaiterRules)
+{
+    DAT_EVD_HANDLE evd = sw_evd(4);
+    DAT_EVENT e;
+    DAT_COUNT nmore = -1;
+    EXPECT_EQ(type_of(dat_evd_wait(evd, 0, 0, &e, &nmore)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_evd_wait(evd, 0, 5, &e, &nmore)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    DAT_EVENT one = software_event(1);
+    ASSERT_EQ(dat_evd_post_se(evd, &one), kOk);
+    // Timeout 0 with fewer events than the threshold: nothing removed, nmore = depth.
+    EXPECT_EQ(type_of(dat_evd_wait(evd, 0, 2, &e, &nmore)), static_cast<DAT_RETURN>(DAT_TIMEOUT_EXPIRED));
+    EXPECT_EQ(nmore, 1);
+    ASSERT_EQ(dat_evd_wait(evd, 0, 1, &e, &nmore), kOk);
+    EXPECT_EQ(nmore, 0);
+
+    // A blocked waiter is woken by a post; meanwhile a second wait and a dequeue are refused.
+    std::atomic<DAT_RETURN> rc{0xffffffff};
+    std::thread waiter([&] {
+        DAT_EVENT got;
+        DAT_COUNT n;
+        rc = dat_evd_wait(evd, 5000000, 1, &got, &n);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(type_of(dat_evd_wait(evd, 0, 1, &e, &nmore)), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_evd_dequeue(evd, &e)), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_evd_free(evd)), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    DAT_EVENT two = software_event(2);
+    ASSERT_EQ(dat_evd_post_se(evd, &two), kOk);
+    waiter.join();
+    EXPECT_EQ(rc.load(), kOk);
+
+    // set_unwaitable releases a waiter with INVALID_STATE; dequeue still works.
+    std::thread blocked([&] {
+        DAT_EVENT got;
+        DAT_COUNT n;
+        rc = dat_evd_wait(evd, DAT_TIMEOUT_INFINITE, 1, &got, &n);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(dat_evd_set_unwaitable(evd), kOk);
+    blocked.join();
+    EXPECT_EQ(type_of(rc.load()), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_evd_wait(evd, 0, 1, &e, &nmore)), static_cast<DAT_RETURN>(DAT_INVALID_STATE));
+    ASSERT_EQ(dat_evd_post_se(evd, &one), kOk);
+    EXPECT_EQ(dat_evd_dequeue(evd, &e), kOk);
+    ASSERT_EQ(dat_evd_clear_unwaitable(evd), kOk);
+    ASSERT_EQ(dat_evd_post_se(evd, &one), kOk);
+    EXPECT_EQ(dat_evd_wait(evd, 1000, 1, &e, &nmore), kOk);
+    EXPECT_EQ(dat_evd_free(evd), kOk);
+}
+
+TEST_F(Provider, CallsOfLaterWorkAreModelNotSupported)
+{
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    DAT_EP_HANDLE ep;
+    const DAT_RETURN rc = dat_ep_create(ia, pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &ep);
+    EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_NE(rc & DAT_CLASS_ERROR, 0u);
+    EXPECT_EQ(dat_pz_free(pz), kOk);
+}
+
+} // namespace
