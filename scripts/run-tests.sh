@@ -1,25 +1,41 @@
 #!/usr/bin/env bash
-# The whole test suite: configure (once), build, run every meson test suite.
+# The whole test suite: every meson suite in a normal build, then the unit,
+# registry and provider suites again under AddressSanitizer and UBSan.
 # Dependencies come from scripts/install-deps.sh. CI runs exactly this.
-set -euo pipefail
+# Extra arguments go to the first (normal) `meson test`.
+set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build-tests}
-if [ ! -f "$build/build.ninja" ]; then
-    meson setup "$build" "$top" -Dverbs=auto
-fi
-ninja -C "$build"
+asan=${ASAN_BUILD_DIR:-$top/build-tests-asan}
 rc=0
-meson test -C "$build" --print-errorlogs --num-processes 2 "$@" || rc=$?
+
+configure() { # dir, options...
+    local dir=$1; shift
+    [ -f "$dir/build.ninja" ] || meson setup "$dir" "$top" "$@" || return 1
+}
+
+configure "$build" -Dverbs=auto && ninja -C "$build" || exit 1
+meson test -C "$build" --print-errorlogs --num-processes 2 "$@" || rc=1
+
+if [ "${FASTDAPL_SKIP_SANITIZERS:-}" != "1" ]; then
+    configure "$asan" -Dverbs=auto -Db_sanitize=address,undefined -Db_lundef=false && ninja -C "$asan" || exit 1
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        meson test -C "$asan" --print-errorlogs --num-processes 2 --suite unit --suite registry --suite provider || rc=1
+fi
+
 # One closing line in the plain form CI reads: N passed, N failed, N skipped.
-python3 - "$build/meson-logs/testlog.json" <<'PY'
-import json, sys
-counts = {"OK": 0, "EXPECTEDFAIL": 0, "FAIL": 0, "UNEXPECTEDPASS": 0, "TIMEOUT": 0, "ERROR": 0, "SKIP": 0}
-with open(sys.argv[1]) as log:
-    for line in log:
-        result = json.loads(line).get("result", "ERROR")
-        counts[result] = counts.get(result, 0) + 1
-passed = counts["OK"] + counts["EXPECTEDFAIL"]
-failed = counts["FAIL"] + counts["UNEXPECTEDPASS"] + counts["TIMEOUT"] + counts["ERROR"]
-print(f"tests: {passed} passed, {failed} failed, {counts['SKIP']} skipped")
+python3 - "$build/meson-logs/testlog.json" "$asan/meson-logs/testlog.json" <<'PY'
+import json, os, sys
+counts = {}
+for path in sys.argv[1:]:
+    if not os.path.exists(path):
+        continue
+    with open(path) as log:
+        for line in log:
+            result = json.loads(line).get("result", "ERROR")
+            counts[result] = counts.get(result, 0) + 1
+passed = counts.get("OK", 0) + counts.get("EXPECTEDFAIL", 0)
+failed = sum(counts.get(k, 0) for k in ("FAIL", "UNEXPECTEDPASS", "TIMEOUT", "ERROR"))
+print(f"tests: {passed} passed, {failed} failed, {counts.get('SKIP', 0)} skipped")
 PY
 exit $rc

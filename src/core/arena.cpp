@@ -16,8 +16,10 @@ constexpr std::size_t kQuarantine = 4096;
 
 Arena& Arena::instance()
 {
-    static Arena* arena = new Arena; // never destroyed: handles must stay readable
-    return *arena;
+    // The mapping itself is never unmapped (a stale handle stays readable
+    // for as long as the process lives); the bookkeeping goes with the library.
+    static Arena arena;
+    return arena;
 }
 
 Arena::Arena()

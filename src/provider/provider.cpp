@@ -840,9 +840,8 @@ extern "C" FASTDAPL_EXPORT void dat_provider_fini(const DAT_PROVIDER_INFO* info)
     auto it = g_registrations.find(std::string(info->ia_name, strnlen(info->ia_name, DAT_NAME_MAX_LENGTH)));
     if (it == g_registrations.end())
         return;
+    // Our registry stops routing to a table once it is removed (it checks
+    // every handle's table against the registered ones), so it can go.
     dat_registry_remove_provider(&it->second->table, &it->second->info);
-    // The table stays: handles of this provider may still be read (they
-    // answer DAT_INVALID_HANDLE once freed); it is reclaimed at exit.
-    it->second.release();
     g_registrations.erase(it);
 }

@@ -5,6 +5,9 @@
 # usage: install_consumer.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
+if ldd "$build/src/registry/libdat2.so.2" | grep -q libasan; then
+    echo "install_consumer: SKIP: a sanitizer build cannot host an uninstrumented consumer"; exit 77
+fi
 dest=$(mktemp -d)
 trap 'rm -rf "$dest"' EXIT
 meson install -C "$build" --destdir "$dest" --no-rebuild --skip-subprojects >/dev/null
