@@ -1,0 +1,133 @@
+// The socket CM's wire messages: round trips, truncation, and every malformed form.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "cm_wire.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace fastdapl::cm;
+
+namespace {
+
+std::vector<std::uint8_t> bytes_of(const Message& m)
+{
+    std::vector<std::uint8_t> out;
+    EXPECT_TRUE(encode(m, out));
+    return out;
+}
+
+Message sample(MessageType t, std::size_t pdata)
+{
+    Message m;
+    m.type = t;
+    m.conn_qual = 0x0102030405060708ull;
+    m.qpn = 0x4242;
+    m.reason = static_cast<std::uint32_t>(RejectReason::consumer);
+    for (std::size_t i = 0; i < pdata; ++i)
+        m.private_data.push_back(static_cast<std::uint8_t>(i * 3 + 1));
+    return m;
+}
+
+} // namespace
+
+TEST(CmWire, EveryTypeRoundTripsWithUpToTheMaximumPrivateData)
+{
+    for (auto t : {MessageType::request, MessageType::reply, MessageType::reject, MessageType::ready,
+                   MessageType::disconnect}) {
+        for (std::size_t pdata : {std::size_t{0}, std::size_t{1}, std::size_t{64}, std::size_t{kMaxPrivateData}}) {
+            const Message in = sample(t, pdata);
+            const auto wire = bytes_of(in);
+            Message out;
+            std::size_t used = 0;
+            ASSERT_EQ(decode(wire.data(), wire.size(), out, used), DecodeResult::complete);
+            EXPECT_EQ(used, wire.size());
+            EXPECT_EQ(out.type, t);
+            if (t == MessageType::request) {
+                EXPECT_EQ(out.conn_qual, in.conn_qual);
+                EXPECT_EQ(out.qpn, in.qpn);
+            }
+            if (t == MessageType::reply) {
+                EXPECT_EQ(out.qpn, in.qpn);
+            }
+            if (t == MessageType::reject) {
+                EXPECT_EQ(out.reason, in.reason);
+            }
+            if (t == MessageType::ready || t == MessageType::disconnect) {
+                EXPECT_TRUE(out.private_data.empty()); // these carry none
+            } else {
+                EXPECT_EQ(out.private_data, in.private_data);
+            }
+        }
+    }
+}
+
+TEST(CmWire, OversizedPrivateDataIsNotEncoded)
+{
+    std::vector<std::uint8_t> out;
+    EXPECT_FALSE(encode(sample(MessageType::request, kMaxPrivateData + 1), out));
+    EXPECT_TRUE(out.empty());
+}
+
+TEST(CmWire, EveryTruncationIsIncompleteNeverMalformed)
+{
+    const auto wire = bytes_of(sample(MessageType::request, 100));
+    for (std::size_t n = 0; n < wire.size(); ++n) {
+        Message m;
+        std::size_t used = 99;
+        EXPECT_EQ(decode(wire.data(), n, m, used), DecodeResult::incomplete) << n;
+        EXPECT_EQ(used, 0u);
+    }
+}
+
+TEST(CmWire, TwoMessagesBackToBack)
+{
+    auto wire = bytes_of(sample(MessageType::reply, 5));
+    const auto second = bytes_of(sample(MessageType::ready, 0));
+    wire.insert(wire.end(), second.begin(), second.end());
+    Message m;
+    std::size_t used = 0;
+    ASSERT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::complete);
+    EXPECT_EQ(m.type, MessageType::reply);
+    ASSERT_EQ(decode(wire.data() + used, wire.size() - used, m, used), DecodeResult::complete);
+    EXPECT_EQ(m.type, MessageType::ready);
+}
+
+TEST(CmWire, MalformedForms)
+{
+    const auto good = bytes_of(sample(MessageType::request, 10));
+    auto expect_malformed = [](std::vector<std::uint8_t> w, const char* what) {
+        Message m;
+        std::size_t used = 0;
+        EXPECT_EQ(decode(w.data(), w.size(), m, used), DecodeResult::malformed) << what;
+        EXPECT_EQ(used, 0u) << what;
+    };
+    auto w = good;
+    w[0] ^= 1;
+    expect_malformed(w, "magic");
+    w = good;
+    w[4] = 2;
+    expect_malformed(w, "version");
+    w = good;
+    w[5] = 9;
+    expect_malformed(w, "type");
+    w = good;
+    w[6] = 1;
+    expect_malformed(w, "reserved bits");
+    w = good;
+    w[11] = 15; // body shorter than the fixed request fields
+    expect_malformed(w, "short body");
+    w = good;
+    w[10] = 0x10; // body far beyond the maximum
+    expect_malformed(w, "long body");
+    w = good;
+    w[12 + 15] = 11; // pdata length disagrees with the body length
+    expect_malformed(w, "pdata length");
+    // A wrong magic is refused from its first byte, before the rest arrives.
+    std::vector<std::uint8_t> one = {0x00};
+    expect_malformed(one, "first byte");
+    // ready with a body
+    auto ready = bytes_of(sample(MessageType::ready, 0));
+    ready[11] = 4;
+    ready.insert(ready.end(), 4, 0);
+    expect_malformed(ready, "body on an empty message");
+}
