@@ -1,0 +1,434 @@
+// The socket connection manager.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "socket_cm.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <tuple>
+
+namespace fastdapl::cm {
+
+namespace {
+
+// How long a passive connection may take to send its request.
+constexpr std::chrono::milliseconds kRequestTimeout{5000};
+
+void set_nodelay(int fd)
+{
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+} // namespace
+
+SocketCm::SocketCm(Callbacks callbacks) : callbacks_(std::move(callbacks))
+{
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    thread_ = std::thread([this] { run(); });
+}
+
+SocketCm::~SocketCm()
+{
+    stop_.store(true);
+    wake();
+    thread_.join();
+    for (auto& [id, l] : listeners_)
+        ::close(l.fd);
+    for (auto& [id, c] : conns_)
+        if (c.fd >= 0)
+            ::close(c.fd);
+    ::close(wake_fd_);
+}
+
+void SocketCm::wake()
+{
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+bool SocketCm::send_message(int fd, const Message& m)
+{
+    std::vector<std::uint8_t> bytes;
+    if (!encode(m, bytes))
+        return false;
+    // Messages are a few hundred bytes: a fresh socket's buffer takes them whole.
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n == static_cast<ssize_t>(bytes.size());
+}
+
+int SocketCm::listen(const sockaddr_in& addr, std::uint16_t& port, std::uint64_t listener_id)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return errno;
+    sockaddr_in a = addr;
+    a.sin_port = htons(port);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 128) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return err;
+    }
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    {
+        std::lock_guard lock(mutex_);
+        listeners_[listener_id] = {fd, port};
+    }
+    wake();
+    return 0;
+}
+
+void SocketCm::unlisten(std::uint64_t listener_id)
+{
+    std::lock_guard lock(mutex_);
+    auto it = listeners_.find(listener_id);
+    if (it == listeners_.end())
+        return;
+    ::close(it->second.fd);
+    listeners_.erase(it);
+    // Requests that arrived on it and were not answered are refused.
+    for (auto c = conns_.begin(); c != conns_.end();) {
+        if (c->second.listener == listener_id &&
+            (c->second.state == State::wait_request || c->second.state == State::wait_consumer)) {
+            Message rej;
+            rej.type = MessageType::reject;
+            rej.reason = static_cast<std::uint32_t>(RejectReason::no_listener);
+            send_message(c->second.fd, rej);
+            ::close(c->second.fd);
+            c = conns_.erase(c);
+        } else {
+            ++c;
+        }
+    }
+    wake();
+}
+
+std::uint64_t SocketCm::connect(const sockaddr_in& remote, std::uint16_t port, std::uint32_t qpn,
+                                std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout)
+{
+    const std::uint64_t id = next_id_.fetch_add(1);
+    Conn c;
+    c.state = State::connecting;
+    c.qpn = qpn;
+    c.request_pdata = std::move(private_data);
+    c.deadline = std::chrono::steady_clock::now() + timeout;
+    c.remote = remote;
+    c.remote.sin_port = htons(port);
+    c.conn_qual = port;
+    c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (c.fd >= 0) {
+        set_nodelay(c.fd);
+        if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&c.remote), sizeof c.remote) != 0 &&
+            errno != EINPROGRESS) {
+            // Refused or unreachable right away: reported from the CM thread.
+            ::close(c.fd);
+            c.fd = -1;
+        }
+    }
+    {
+        std::lock_guard lock(mutex_);
+        conns_[id] = std::move(c);
+    }
+    wake();
+    return id;
+}
+
+void SocketCm::cancel(std::uint64_t id)
+{
+    std::lock_guard lock(mutex_);
+    auto it = conns_.find(id);
+    if (it == conns_.end())
+        return;
+    if (it->second.fd >= 0)
+        ::close(it->second.fd);
+    conns_.erase(it);
+}
+
+bool SocketCm::accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<std::uint8_t> private_data,
+                      std::chrono::milliseconds timeout)
+{
+    std::lock_guard lock(mutex_);
+    auto it = conns_.find(request_id);
+    if (it == conns_.end() || it->second.state != State::wait_consumer)
+        return false;
+    Message rep;
+    rep.type = MessageType::reply;
+    rep.qpn = qpn;
+    rep.private_data = std::move(private_data);
+    if (!send_message(it->second.fd, rep)) {
+        // The peer is gone: the outcome is a failure, reported by the thread.
+        it->second.deadline = std::chrono::steady_clock::now();
+    }
+    it->second.state = State::wait_ready;
+    it->second.deadline = std::chrono::steady_clock::now() + timeout;
+    wake();
+    return true;
+}
+
+bool SocketCm::reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data)
+{
+    std::lock_guard lock(mutex_);
+    auto it = conns_.find(request_id);
+    if (it == conns_.end() || it->second.state != State::wait_consumer)
+        return false;
+    Message rej;
+    rej.type = MessageType::reject;
+    rej.reason = static_cast<std::uint32_t>(RejectReason::consumer);
+    rej.private_data = std::move(private_data);
+    send_message(it->second.fd, rej); // delivery is not guaranteed (spec)
+    ::shutdown(it->second.fd, SHUT_WR);
+    ::close(it->second.fd);
+    conns_.erase(it);
+    return true;
+}
+
+void SocketCm::finish(std::uint64_t id, Conn& c, Outcome o, const Message& m, Pending& out,
+                      std::vector<std::uint64_t>& done, bool hand_over)
+{
+    int fd = -1;
+    if (hand_over) {
+        fd = c.fd;
+        int flags = fcntl(fd, F_GETFL);
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    } else if (c.fd >= 0) {
+        ::close(c.fd);
+    }
+    c.fd = -1;
+    out.results.emplace_back(id, o, fd, m);
+    done.push_back(id);
+}
+
+void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vector<std::uint64_t>& done)
+{
+    std::uint8_t buf[1024];
+    bool closed = false;
+    for (;;) {
+        const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            c.in.insert(c.in.end(), buf, buf + n);
+            if (c.in.size() > 4 * (kHeaderSize + 16 + kMaxPrivateData))
+                break; // more than any handshake needs: decode will refuse it
+            continue;
+        }
+        closed = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+        break;
+    }
+    // A message that arrived before the close (a reject, say) counts first.
+    auto handle_close = [&] {
+        if (c.state == State::wait_request) {
+            ::close(c.fd);
+            c.fd = -1;
+            done.push_back(id); // nobody was told about it yet
+        } else if (c.state == State::wait_consumer) {
+            return; // the consumer still answers the request, and learns then
+        } else {
+            finish(id, c, c.state == State::wait_reply ? Outcome::no_listener : Outcome::failed, {}, out, done, false);
+        }
+    };
+    if (c.in.empty()) {
+        if (closed)
+            handle_close();
+        return;
+    }
+    Message m;
+    std::size_t used = 0;
+    const DecodeResult r = decode(c.in.data(), c.in.size(), m, used);
+    if (r == DecodeResult::incomplete) {
+        if (closed)
+            handle_close();
+        return;
+    }
+    if (r == DecodeResult::malformed) {
+        if (c.state == State::wait_request) { // a bad request: drop that connection, nothing else
+            ::close(c.fd);
+            c.fd = -1;
+            done.push_back(id);
+        } else {
+            finish(id, c, Outcome::failed, {}, out, done, false);
+        }
+        return;
+    }
+    c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(used));
+    switch (c.state) {
+    case State::wait_request: {
+        auto l = listeners_.find(c.listener);
+        if (m.type != MessageType::request || l == listeners_.end() || m.conn_qual != l->second.port) {
+            Message rej;
+            rej.type = MessageType::reject;
+            rej.reason = static_cast<std::uint32_t>(RejectReason::no_listener);
+            send_message(c.fd, rej);
+            ::close(c.fd);
+            c.fd = -1;
+            done.push_back(id);
+            return;
+        }
+        c.state = State::wait_consumer;
+        c.conn_qual = m.conn_qual;
+        Request req;
+        req.id = id;
+        req.listener = c.listener;
+        req.remote = c.remote;
+        req.conn_qual = m.conn_qual;
+        req.remote_qpn = m.qpn;
+        req.private_data = std::move(m.private_data);
+        out.requests.push_back(std::move(req));
+        return;
+    }
+    case State::wait_reply:
+        if (m.type == MessageType::reply) {
+            Message ready;
+            ready.type = MessageType::ready;
+            if (!send_message(c.fd, ready)) {
+                finish(id, c, Outcome::failed, {}, out, done, false);
+                return;
+            }
+            finish(id, c, Outcome::established, m, out, done, true);
+        } else if (m.type == MessageType::reject) {
+            const bool consumer = m.reason == static_cast<std::uint32_t>(RejectReason::consumer);
+            finish(id, c, consumer ? Outcome::rejected : Outcome::no_listener, m, out, done, false);
+        } else {
+            finish(id, c, Outcome::failed, {}, out, done, false);
+        }
+        return;
+    case State::wait_ready:
+        finish(id, c, m.type == MessageType::ready ? Outcome::established : Outcome::failed, m, out, done,
+               m.type == MessageType::ready);
+        return;
+    default: // unexpected data while connecting or waiting for the consumer
+        return;
+    }
+}
+
+void SocketCm::run()
+{
+    std::vector<pollfd> fds;
+    std::vector<std::pair<bool, std::uint64_t>> owners; // (is listener, id)
+    while (!stop_.load()) {
+        fds.clear();
+        owners.clear();
+        fds.push_back({wake_fd_, POLLIN, 0});
+        owners.emplace_back(false, 0);
+        int timeout_ms = 1000;
+        {
+            std::lock_guard lock(mutex_);
+            const auto now = std::chrono::steady_clock::now();
+            for (auto& [id, l] : listeners_) {
+                fds.push_back({l.fd, POLLIN, 0});
+                owners.emplace_back(true, id);
+            }
+            for (auto& [id, c] : conns_) {
+                if (c.fd >= 0 && c.state != State::wait_consumer) {
+                    fds.push_back({c.fd, static_cast<short>(c.state == State::connecting ? POLLOUT : POLLIN), 0});
+                    owners.emplace_back(false, id);
+                }
+                if (c.state != State::wait_consumer) {
+                    const auto left =
+                        std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now).count() + 1;
+                    timeout_ms = static_cast<int>(std::max<long long>(0, std::min<long long>(timeout_ms, left)));
+                }
+            }
+        }
+        ::poll(fds.data(), fds.size(), timeout_ms);
+        if (fds[0].revents & POLLIN) {
+            std::uint64_t drained;
+            [[maybe_unused]] ssize_t n = ::read(wake_fd_, &drained, sizeof drained);
+        }
+        Pending out;
+        {
+            std::lock_guard lock(mutex_);
+            std::vector<std::uint64_t> done;
+            for (std::size_t i = 1; i < fds.size(); ++i) {
+                if (!fds[i].revents)
+                    continue;
+                const auto [is_listener, id] = owners[i];
+                if (is_listener) {
+                    if (!listeners_.count(id))
+                        continue;
+                    for (;;) {
+                        sockaddr_in peer{};
+                        socklen_t len = sizeof peer;
+                        const int fd = ::accept4(fds[i].fd, reinterpret_cast<sockaddr*>(&peer), &len,
+                                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+                        if (fd < 0)
+                            break;
+                        set_nodelay(fd);
+                        Conn c;
+                        c.fd = fd;
+                        c.state = State::wait_request;
+                        c.listener = id;
+                        c.remote = peer;
+                        c.deadline = std::chrono::steady_clock::now() + kRequestTimeout;
+                        conns_[next_id_.fetch_add(1)] = std::move(c);
+                    }
+                    continue;
+                }
+                auto it = conns_.find(id);
+                if (it == conns_.end() || it->second.fd != fds[i].fd)
+                    continue;
+                Conn& c = it->second;
+                if (c.state == State::connecting) {
+                    int err = 0;
+                    socklen_t len = sizeof err;
+                    getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                    if (err == 0) {
+                        Message req;
+                        req.type = MessageType::request;
+                        req.conn_qual = c.conn_qual;
+                        req.qpn = c.qpn;
+                        req.private_data = c.request_pdata;
+                        if (send_message(c.fd, req))
+                            c.state = State::wait_reply;
+                        else
+                            finish(id, c, Outcome::failed, {}, out, done, false);
+                    } else {
+                        finish(id, c, err == ECONNREFUSED ? Outcome::no_listener : Outcome::unreachable, {}, out,
+                               done, false);
+                    }
+                    continue;
+                }
+                handle_readable(id, c, out, done);
+            }
+            // Attempts that failed at once, and deadlines.
+            const auto now = std::chrono::steady_clock::now();
+            for (auto& [id, c] : conns_) {
+                if (std::find(done.begin(), done.end(), id) != done.end())
+                    continue;
+                if (c.fd < 0 && c.state == State::connecting) {
+                    finish(id, c, Outcome::unreachable, {}, out, done, false);
+                } else if (c.state != State::wait_consumer && now >= c.deadline) {
+                    if (c.state == State::wait_request) {
+                        ::close(c.fd);
+                        c.fd = -1;
+                        done.push_back(id);
+                    } else {
+                        finish(id, c, c.state == State::wait_ready ? Outcome::failed : Outcome::timed_out, {}, out,
+                               done, false);
+                    }
+                }
+            }
+            for (std::uint64_t id : done)
+                conns_.erase(id);
+        }
+        for (const Request& r : out.requests)
+            if (callbacks_.on_request)
+                callbacks_.on_request(r);
+        for (auto& [id, o, fd, m] : out.results)
+            if (callbacks_.on_result)
+                callbacks_.on_result(id, o, fd, m);
+            else if (fd >= 0)
+                ::close(fd);
+    }
+}
+
+} // namespace fastdapl::cm

@@ -1,0 +1,112 @@
+// The socket connection manager for softnic IAs: listeners on (address,
+// port = connection qualifier), the request/reply/ready handshake with
+// private data, rejects, timeouts. A finished handshake hands its TCP socket
+// to the caller, who gives it to the queue pair as its wire.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include "cm_wire.hpp"
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <tuple>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fastdapl::cm {
+
+enum class Outcome {
+    established,  // fd is the caller's now
+    rejected,     // the peer's consumer rejected (private data included)
+    no_listener,  // nobody listens there (connection refused or a reject for lack of a listener)
+    unreachable,  // the address cannot be reached
+    timed_out,    // no answer in time
+    failed,       // the peer broke the handshake (malformed message, closed early)
+};
+
+struct Request { // a connection request waiting for accept or reject
+    std::uint64_t id = 0;
+    std::uint64_t listener = 0;
+    sockaddr_in remote{};
+    std::uint64_t conn_qual = 0;
+    std::uint32_t remote_qpn = 0;
+    std::vector<std::uint8_t> private_data;
+};
+
+class SocketCm {
+public:
+    struct Callbacks { // called on the CM's thread, with no CM lock held
+        std::function<void(const Request&)> on_request;
+        // Active side: the outcome of connect(); passive side: of accept().
+        std::function<void(std::uint64_t id, Outcome, int fd, const Message&)> on_result;
+    };
+
+    explicit SocketCm(Callbacks callbacks);
+    ~SocketCm();
+    SocketCm(const SocketCm&) = delete;
+    SocketCm& operator=(const SocketCm&) = delete;
+
+    // Listens on addr:port (port 0: any free one, returned in `port`).
+    // Returns 0 or an errno (EADDRINUSE when the qualifier is taken).
+    int listen(const sockaddr_in& addr, std::uint16_t& port, std::uint64_t listener_id);
+    void unlisten(std::uint64_t listener_id);
+
+    // Starts a connection attempt; its outcome arrives through on_result.
+    std::uint64_t connect(const sockaddr_in& remote, std::uint16_t port, std::uint32_t qpn,
+                          std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout);
+    // Abandons an attempt (no callback follows).
+    void cancel(std::uint64_t id);
+
+    // Answers a request. accept's outcome (the peer's ready) arrives through
+    // on_result with the request's id. False for an unknown or answered id.
+    bool accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<std::uint8_t> private_data,
+                std::chrono::milliseconds timeout);
+    bool reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data);
+
+private:
+    enum class State { connecting, wait_reply, wait_request, wait_consumer, wait_ready };
+    struct Conn {
+        int fd = -1;
+        State state = State::connecting;
+        std::uint64_t listener = 0;
+        std::uint32_t qpn = 0;
+        std::vector<std::uint8_t> request_pdata; // active: sent once connected
+        std::vector<std::uint8_t> in;
+        std::chrono::steady_clock::time_point deadline;
+        sockaddr_in remote{};
+        std::uint64_t conn_qual = 0;
+    };
+    struct Listener {
+        int fd = -1;
+        std::uint16_t port = 0;
+    };
+    struct Pending { // callbacks to run once the lock is released
+        std::vector<Request> requests;
+        std::vector<std::tuple<std::uint64_t, Outcome, int, Message>> results;
+    };
+
+    void run();
+    void handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vector<std::uint64_t>& done);
+    void finish(std::uint64_t id, Conn& c, Outcome o, const Message& m, Pending& out, std::vector<std::uint64_t>& done,
+                bool hand_over);
+    bool send_message(int fd, const Message& m);
+    void wake();
+
+    Callbacks callbacks_;
+    std::mutex mutex_;
+    std::map<std::uint64_t, Listener> listeners_;
+    std::map<std::uint64_t, Conn> conns_;
+    std::atomic<std::uint64_t> next_id_{1};
+    int wake_fd_ = -1;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+} // namespace fastdapl::cm

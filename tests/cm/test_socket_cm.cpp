@@ -1,0 +1,248 @@
+// The socket CM's handshake on loopback: accept, reject, no listener, timeout, bad peers.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "socket_cm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+using namespace fastdapl::cm;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Result {
+    std::uint64_t id;
+    Outcome outcome;
+    int fd;
+    Message message;
+};
+
+// A CM whose callbacks land in queues the test waits on.
+struct Harness {
+    Harness()
+        : cm({[this](const Request& r) { push(requests, r); },
+              [this](std::uint64_t id, Outcome o, int fd, const Message& m) { push(results, Result{id, o, fd, m}); }})
+    {
+    }
+    ~Harness()
+    {
+        for (int fd : fds)
+            ::close(fd);
+    }
+    template <typename T>
+    void push(std::deque<T>& q, T v)
+    {
+        std::lock_guard lock(mutex);
+        q.push_back(std::move(v));
+        cv.notify_all();
+    }
+    template <typename T>
+    std::optional<T> pop(std::deque<T>& q, std::chrono::milliseconds timeout = 5s)
+    {
+        std::unique_lock lock(mutex);
+        if (!cv.wait_for(lock, timeout, [&] { return !q.empty(); }))
+            return std::nullopt;
+        T v = std::move(q.front());
+        q.pop_front();
+        return v;
+    }
+    std::optional<Result> result_for(std::uint64_t id)
+    {
+        for (int tries = 0; tries < 4; ++tries) {
+            auto r = pop(results);
+            if (!r)
+                return std::nullopt;
+            if (r->fd >= 0)
+                fds.push_back(r->fd);
+            if (r->id == id)
+                return r;
+            others.push_back(*r);
+        }
+        return std::nullopt;
+    }
+
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<Request> requests;
+    std::deque<Result> results;
+    std::vector<Result> others;
+    std::vector<int> fds;
+    SocketCm cm;
+};
+
+sockaddr_in loopback()
+{
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+std::vector<std::uint8_t> pdata(std::size_t n, std::uint8_t seed)
+{
+    std::vector<std::uint8_t> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<std::uint8_t>(seed + i);
+    return v;
+}
+
+} // namespace
+
+TEST(SocketCm, ListenPicksAFreePortAndRefusesATakenOne)
+{
+    Harness h;
+    std::uint16_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
+    EXPECT_NE(port, 0);
+    std::uint16_t same = port;
+    EXPECT_EQ(h.cm.listen(loopback(), same, 2), EADDRINUSE);
+    std::uint16_t other = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), other, 3), 0);
+    EXPECT_NE(other, port);
+}
+
+TEST(SocketCm, AcceptCarriesPrivateDataBothWaysAndHandsOverConnectedSockets)
+{
+    Harness h;
+    std::uint16_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 7), 0);
+    const auto ask = pdata(64, 1), answer = pdata(200, 100);
+    const std::uint64_t attempt = h.cm.connect(loopback(), port, 0x101, ask, 5s);
+    auto req = h.pop(h.requests);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(req->listener, 7u);
+    EXPECT_EQ(req->conn_qual, port);
+    EXPECT_EQ(req->remote_qpn, 0x101u);
+    EXPECT_EQ(req->private_data, ask);
+    EXPECT_EQ(ntohl(req->remote.sin_addr.s_addr), INADDR_LOOPBACK);
+    ASSERT_TRUE(h.cm.accept(req->id, 0x202, answer, 5s));
+    EXPECT_FALSE(h.cm.accept(req->id, 0x202, answer, 5s)); // answered once only
+    auto active = h.result_for(attempt);
+    ASSERT_TRUE(active);
+    EXPECT_EQ(active->outcome, Outcome::established);
+    EXPECT_EQ(active->message.private_data, answer);
+    EXPECT_EQ(active->message.qpn, 0x202u);
+    auto passive = h.result_for(req->id);
+    if (!passive) { // it may have arrived first
+        for (auto& r : h.others)
+            if (r.id == req->id)
+                passive = r;
+    }
+    ASSERT_TRUE(passive);
+    EXPECT_EQ(passive->outcome, Outcome::established);
+    ASSERT_GE(active->fd, 0);
+    ASSERT_GE(passive->fd, 0);
+    ASSERT_EQ(::write(active->fd, "ping", 4), 4);
+    char buf[4];
+    ASSERT_EQ(::read(passive->fd, buf, 4), 4);
+    EXPECT_EQ(std::memcmp(buf, "ping", 4), 0);
+}
+
+TEST(SocketCm, RejectDeliversThePeersPrivateData)
+{
+    Harness h;
+    std::uint16_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
+    const std::uint64_t attempt = h.cm.connect(loopback(), port, 1, {}, 5s);
+    auto req = h.pop(h.requests);
+    ASSERT_TRUE(req);
+    ASSERT_TRUE(h.cm.reject(req->id, pdata(80, 9)));
+    EXPECT_FALSE(h.cm.reject(req->id, {}));
+    auto r = h.result_for(attempt);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::rejected);
+    EXPECT_EQ(r->message.private_data, pdata(80, 9));
+    EXPECT_EQ(r->fd, -1);
+}
+
+TEST(SocketCm, NoListenerAndListenerGoneWhileWaiting)
+{
+    Harness h;
+    std::uint16_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
+    h.cm.unlisten(1); // the port is free again: nobody listens there
+    auto r = h.result_for(h.cm.connect(loopback(), port, 1, {}, 5s));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::no_listener);
+
+    ASSERT_EQ(h.cm.listen(loopback(), port, 2), 0);
+    const std::uint64_t attempt = h.cm.connect(loopback(), port, 1, {}, 5s);
+    ASSERT_TRUE(h.pop(h.requests));
+    h.cm.unlisten(2);
+    r = h.result_for(attempt);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::no_listener);
+}
+
+TEST(SocketCm, SilentPeerTimesOut)
+{
+    Harness h;
+    const int silent = ::socket(AF_INET, SOCK_STREAM, 0); // accepts in the kernel, never answers
+    sockaddr_in a = loopback();
+    ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(silent, 4), 0);
+    socklen_t len = sizeof a;
+    getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
+    const auto start = std::chrono::steady_clock::now();
+    auto r = h.result_for(h.cm.connect(loopback(), ntohs(a.sin_port), 1, {}, 300ms));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::timed_out);
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+    ::close(silent);
+}
+
+TEST(SocketCm, MalformedRequestDropsOnlyThatConnection)
+{
+    Harness h;
+    std::uint16_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
+    const int raw = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = loopback();
+    a.sin_port = htons(port);
+    ASSERT_EQ(::connect(raw, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+    ASSERT_EQ(::write(raw, junk, sizeof junk), static_cast<ssize_t>(sizeof junk));
+    char c;
+    EXPECT_EQ(::read(raw, &c, 1), 0); // closed on us, nothing sent back
+    ::close(raw);
+    EXPECT_FALSE(h.pop(h.requests, 100ms)); // the consumer never saw it
+    // A well-formed request right after is served normally.
+    const std::uint64_t attempt = h.cm.connect(loopback(), port, 1, pdata(3, 3), 5s);
+    auto req = h.pop(h.requests);
+    ASSERT_TRUE(req);
+    ASSERT_TRUE(h.cm.accept(req->id, 2, {}, 5s));
+    auto r = h.result_for(attempt);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::established);
+}
+
+TEST(SocketCm, ActiveSideMalformedReplyFails)
+{
+    Harness h;
+    const int fake = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = loopback();
+    ASSERT_EQ(::bind(fake, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(fake, 4), 0);
+    socklen_t len = sizeof a;
+    getsockname(fake, reinterpret_cast<sockaddr*>(&a), &len);
+    const std::uint64_t attempt = h.cm.connect(loopback(), ntohs(a.sin_port), 1, {}, 5s);
+    const int conn = ::accept(fake, nullptr, nullptr);
+    ASSERT_GE(conn, 0);
+    const char junk[16] = "FDCM\x07 nonsense";
+    ASSERT_EQ(::write(conn, junk, sizeof junk), static_cast<ssize_t>(sizeof junk));
+    auto r = h.result_for(attempt);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::failed);
+    ::close(conn);
+    ::close(fake);
+}
