@@ -1,16 +1,19 @@
-// The provider's object types: IA, PZ, LMR, EVD (software and async streams so far).
+// The provider's object types: IA, PZ, LMR, EVD, EP, PSP, CR.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #pragma once
 
 #include "device.hpp" // softnic
 #include "object.hpp"
+#include "queues.hpp" // fastpath
+#include "socket_cm.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +21,8 @@
 namespace fastdapl::core {
 
 class Evd;
+class Ep;
+class Psp;
 
 class Ia : public Object {
 public:
@@ -31,6 +36,13 @@ public:
     std::atomic<int> children{0}; // live consumer objects, for a graceful close
     std::mutex objects_mutex;
     std::vector<Object*> objects; // the same objects, for an abrupt (cascading) close
+
+    // Connection management: the socket CM and who its ids belong to.
+    std::unique_ptr<cm::SocketCm> cm;
+    std::mutex cm_mutex;
+    std::map<std::uint64_t, Psp*> listeners;  // listener id -> PSP
+    std::map<std::uint64_t, Ep*> attempts;    // connect or accept id -> EP
+    std::map<std::uint32_t, Ep*> eps_by_qpn;  // completions name their queue pair
 
     void adopt(Object* o)
     {
@@ -81,6 +93,53 @@ public:
     int waiters = 0;
     std::uint64_t unwaitable_epoch = 0; // bumped to release waiters
     bool aborted = false;               // the IA closed abruptly under a waiter
+    std::atomic<int> users{0};          // EPs and PSPs that report here
+
+    // DTO stream: one software-NIC CQ serves every EP that reports here.
+    softnic::Cq* cq = nullptr;
+    fastpath::CompletionQueue cq_view;
+};
+
+class Psp : public Object {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_PSP;
+    DAT_CONN_QUAL conn_qual = 0;
+    Evd* evd = nullptr;
+    DAT_PSP_FLAGS flags = DAT_PSP_CONSUMER_FLAG;
+    std::uint64_t listener_id = 0;
+};
+
+class Cr : public Object {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_CR;
+    Psp* psp = nullptr;
+    std::uint64_t request_id = 0;
+    sockaddr_in remote{};
+    DAT_CONN_QUAL conn_qual = 0;
+    std::uint32_t private_data_size = 0;
+    std::uint8_t private_data[cm::kMaxPrivateData] = {};
+};
+
+class Ep : public Object {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_EP;
+    Pz* pz = nullptr;
+    Evd* recv_evd = nullptr;
+    Evd* request_evd = nullptr;
+    Evd* connect_evd = nullptr;
+    DAT_EP_ATTR attr{};
+    std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
+    softnic::Qp* qp = nullptr;
+    fastpath::SendQueue sq;
+    fastpath::RecvQueue rq;
+    std::vector<fastpath::SendSlot> send_slots;
+    std::vector<std::uint64_t> recv_cookies;
+    std::uint64_t cm_id = 0;
+    sockaddr_in remote{};
+    DAT_CONN_QUAL remote_port = 0;
+    // Private data of the last connection event, kept while the consumer may read it.
+    std::uint32_t event_pdata_size = 0;
+    std::uint8_t event_pdata[cm::kMaxPrivateData] = {};
 };
 
 } // namespace fastdapl::core

@@ -332,6 +332,14 @@ public:
 
     void consume() { ++ci_; }
 
+    // Whether the k-th CQE after the next one is already software's (for
+    // wait thresholds), without consuming anything.
+    bool ready_at(std::uint32_t k) const
+    {
+        const std::uint32_t index = ci_ + k;
+        return cqe_owned_by_software(entry(index)->op_own, index, log_cnt_);
+    }
+
     // Tells the device how far software has read (frees CQ space).
     void publish_consumer_index() { dbrec_[0] = htobe32(ci_ & 0xffffff); }
 

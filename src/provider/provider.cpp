@@ -6,9 +6,11 @@
 #include "objects.hpp"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -90,6 +92,770 @@ bool post_event(Evd* evd, const DAT_EVENT& event)
     return true;
 }
 
+// --- completions ----------------------------------------------------------------------
+
+void evd_notify(void* context)
+{
+    auto* evd = static_cast<Evd*>(context);
+    std::lock_guard lock(evd->mutex);
+    evd->cv.notify_all();
+}
+
+Ep* ep_of_qpn(Ia* ia, std::uint32_t qpn)
+{
+    std::lock_guard lock(ia->cm_mutex);
+    auto it = ia->eps_by_qpn.find(qpn);
+    return it == ia->eps_by_qpn.end() ? nullptr : it->second;
+}
+
+DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
+{
+    switch (mlx5_opcode) {
+    case MLX5_OPCODE_RDMA_WRITE:
+    case MLX5_OPCODE_RDMA_WRITE_IMM:
+        return DAT_DTO_RDMA_WRITE;
+    case MLX5_OPCODE_RDMA_READ:
+        return DAT_DTO_RDMA_READ;
+    default:
+        return DAT_DTO_SEND;
+    }
+}
+
+// Turns the next CQE of a DTO EVD into an event. False when there is none.
+bool take_completion(Evd* evd, DAT_EVENT& e)
+{
+    if (!evd->cq)
+        return false;
+    const mlx5_cqe64* cqe = evd->cq_view.peek();
+    if (!cqe)
+        return false;
+    const std::uint8_t opcode = fastpath::CompletionQueue::opcode(cqe);
+    const std::uint32_t qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+    const std::uint16_t counter = be16toh(cqe->wqe_counter);
+    const std::uint32_t byte_cnt = be32toh(cqe->byte_cnt);
+    const std::uint8_t syndrome = fastpath::CompletionQueue::syndrome(cqe);
+    evd->cq_view.consume();
+    evd->cq_view.publish_consumer_index();
+    Ep* ep = ep_of_qpn(evd->ia, qpn);
+    std::memset(&e, 0, sizeof e);
+    e.event_number = DAT_DTO_COMPLETION_EVENT;
+    e.evd_handle = evd;
+    auto& d = e.event_data.dto_completion_event_data;
+    d.ep_handle = ep;
+    if (!ep) // its EP is gone: nothing to report the completion to
+        return take_completion(evd, e);
+    if (opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR) {
+        const fastpath::SendSlot& slot = ep->sq.slot(counter);
+        d.user_cookie.as_64 = slot.cookie;
+        d.operation = operation_of(slot.opcode);
+        d.status = opcode == MLX5_CQE_REQ ? DAT_DTO_SUCCESS : fastpath::status_of_syndrome(syndrome);
+        d.transfered_length = d.status == DAT_DTO_SUCCESS ? slot.length : 0;
+        ep->sq.retire_through(counter);
+    } else {
+        d.user_cookie.as_64 = ep->rq.complete_oldest();
+        d.operation = DAT_DTO_RECEIVE;
+        d.status = opcode == MLX5_CQE_RESP_ERR ? fastpath::status_of_syndrome(syndrome) : DAT_DTO_SUCCESS;
+        d.transfered_length = d.status == DAT_DTO_SUCCESS ? byte_cnt : 0;
+    }
+    return true;
+}
+
+// Events ready on an EVD, counting at most `limit` (CQEs are not consumed).
+DAT_COUNT ready_events(Evd* evd, DAT_COUNT limit)
+{
+    DAT_COUNT n = static_cast<DAT_COUNT>(evd->events.size());
+    for (std::uint32_t k = 0; evd->cq && n < limit && evd->cq_view.ready_at(k); ++k)
+        ++n;
+    return n;
+}
+
+// Completions first: a connection's DTOs complete (or flush) before its
+// DISCONNECTED event is posted, and no DTO completes before ESTABLISHED.
+bool take_event(Evd* evd, DAT_EVENT& e)
+{
+    if (take_completion(evd, e))
+        return true;
+    if (evd->events.empty())
+        return false;
+    e = evd->events.front();
+    evd->events.pop_front();
+    return true;
+}
+
+void post_connection_event(Ep* ep, DAT_EVENT_NUMBER number, const std::uint8_t* pdata, std::uint32_t size)
+{
+    if (!ep->connect_evd)
+        return;
+    ep->event_pdata_size = size;
+    if (size)
+        std::memcpy(ep->event_pdata, pdata, size);
+    DAT_EVENT e{};
+    e.event_number = number;
+    e.evd_handle = ep->connect_evd;
+    e.event_data.connect_event_data.ep_handle = ep;
+    e.event_data.connect_event_data.private_data_size = static_cast<DAT_COUNT>(size);
+    e.event_data.connect_event_data.private_data = size ? ep->event_pdata : nullptr;
+    post_event(ep->connect_evd, e);
+}
+
+// --- EP --------------------------------------------------------------------------------
+
+DAT_EP_ATTR default_ep_attr()
+{
+    DAT_EP_ATTR a{};
+    a.service_type = DAT_SERVICE_TYPE_RC;
+    a.max_message_size = softnic::kMaxMessageSize;
+    a.max_rdma_size = softnic::kMaxMessageSize;
+    a.qos = DAT_QOS_BEST_EFFORT;
+    a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+    a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+    a.max_recv_dtos = 64;
+    a.max_request_dtos = 64;
+    a.max_recv_iov = 4;
+    a.max_request_iov = 4;
+    a.max_rdma_read_in = 4;
+    a.max_rdma_read_out = 4;
+    a.srq_soft_hw = DAT_HW_DEFAULT;
+    a.max_rdma_read_iov = 4;
+    a.max_rdma_write_iov = 4;
+    return a;
+}
+
+constexpr std::uint32_t kMaxInline = 64;
+
+void ep_connection_ended(void* context, bool orderly)
+{
+    // On the softnic's thread: the peer closed (orderly) or the link failed.
+    auto* ep = static_cast<Ep*>(context);
+    DAT_EP_STATE expected = DAT_EP_STATE_CONNECTED;
+    if (ep->state.compare_exchange_strong(expected, DAT_EP_STATE_DISCONNECTED))
+        post_connection_event(ep, orderly ? DAT_CONNECTION_EVENT_DISCONNECTED : DAT_CONNECTION_EVENT_BROKEN, nullptr, 0);
+}
+
+// The queue pair needs its PZ and both DTO EVDs; built when all are known.
+DAT_RETURN ensure_qp(Ep* ep)
+{
+    if (ep->qp)
+        return DAT_SUCCESS;
+    if (!ep->pz || !ep->recv_evd || !ep->request_evd || !ep->connect_evd)
+        return error(DAT_INVALID_STATE, !ep->pz ? DAT_INVALID_STATE_EP_PZ : DAT_INVALID_STATE_EP_EVD_REQUEST);
+    Ia* ia = ep->ia;
+    const auto max_sge = static_cast<std::uint32_t>(std::max(ep->attr.max_recv_iov, ep->attr.max_request_iov));
+    softnic::Qp* qp = ia->device->create_qp(ep->pz->pd, ep->request_evd->cq, ep->recv_evd->cq,
+                                            static_cast<std::uint32_t>(ep->attr.max_request_dtos),
+                                            static_cast<std::uint32_t>(ep->attr.max_recv_dtos), max_sge, kMaxInline);
+    if (!qp)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ep->send_slots.assign(qp->descriptor().sq.wqe_cnt, {});
+    ep->recv_cookies.assign(qp->descriptor().rq.wqe_cnt, 0);
+    ep->sq.init({&qp->descriptor(), qp->qpn(), kMaxInline, ep->send_slots.data(), fastpath::DoorbellMode::software,
+                 ia->device->doorbell()});
+    ep->rq.init(qp->descriptor(), ep->recv_cookies.data());
+    qp->set_on_ended(&ep_connection_ended, ep);
+    ep->qp = qp;
+    std::lock_guard lock(ia->cm_mutex);
+    ia->eps_by_qpn[qp->qpn()] = ep;
+    return DAT_SUCCESS;
+}
+
+void drop_qp(Ep* ep)
+{
+    if (!ep->qp)
+        return;
+    {
+        std::lock_guard lock(ep->ia->cm_mutex);
+        ep->ia->eps_by_qpn.erase(ep->qp->qpn());
+    }
+    ep->ia->device->destroy_qp(ep->qp);
+    ep->qp = nullptr;
+}
+
+bool dto_evd(Evd* evd) { return evd && (evd->flags & DAT_EVD_DTO_FLAG) && evd->cq; }
+
+DAT_RETURN ep_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv, DAT_EVD_HANDLE request,
+                     DAT_EVD_HANDLE connect, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    Pz* pz = pz_handle ? from_handle<Pz>(pz_handle) : nullptr;
+    if (pz_handle && (!pz || pz->ia != ia))
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+    Evd* r = recv ? from_handle<Evd>(recv) : nullptr;
+    Evd* q = request ? from_handle<Evd>(request) : nullptr;
+    Evd* c = connect ? from_handle<Evd>(connect) : nullptr;
+    if ((recv && !dto_evd(r)) || (r && r->ia != ia))
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
+    if ((request && !dto_evd(q)) || (q && q->ia != ia))
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+    if ((connect && (!c || !(c->flags & DAT_EVD_CONNECTION_FLAG))) || (c && c->ia != ia))
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+    if (!out)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+    DAT_EP_ATTR a = attr ? *attr : default_ep_attr();
+    if (attr) {
+        // Zero asks for the provider's default (the reference reads it so; consumers rely on it).
+        const DAT_EP_ATTR d = default_ep_attr();
+        if (a.max_message_size == 0)
+            a.max_message_size = d.max_message_size;
+        if (a.max_rdma_size == 0)
+            a.max_rdma_size = d.max_rdma_size;
+        if (a.max_recv_dtos == 0)
+            a.max_recv_dtos = d.max_recv_dtos;
+        if (a.max_request_dtos == 0)
+            a.max_request_dtos = d.max_request_dtos;
+        if (a.max_recv_iov == 0)
+            a.max_recv_iov = d.max_recv_iov;
+        if (a.max_request_iov == 0)
+            a.max_request_iov = d.max_request_iov;
+        if (a.max_rdma_read_iov == 0)
+            a.max_rdma_read_iov = d.max_rdma_read_iov;
+        if (a.max_rdma_write_iov == 0)
+            a.max_rdma_write_iov = d.max_rdma_write_iov;
+        if (a.service_type != DAT_SERVICE_TYPE_RC || a.max_recv_dtos <= 0 || a.max_request_dtos <= 0 ||
+            a.max_recv_iov <= 0 || a.max_request_iov <= 0 || a.max_recv_iov > static_cast<DAT_COUNT>(softnic::kMaxSge) ||
+            a.max_request_iov > static_cast<DAT_COUNT>(softnic::kMaxSge) || a.max_message_size > softnic::kMaxMessageSize ||
+            a.max_rdma_size > softnic::kMaxMessageSize || a.max_recv_dtos > (1 << 14) || a.max_request_dtos > (1 << 14))
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+        if (a.qos != DAT_QOS_BEST_EFFORT)
+            return not_supported();
+    }
+    Ep* ep = make_object<Ep>();
+    if (!ep)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    ep->provider = ia->provider;
+    ep->ia = ia;
+    ep->pz = pz;
+    ep->recv_evd = r;
+    ep->request_evd = q;
+    ep->connect_evd = c;
+    ep->attr = a;
+    if (pz && r && q && c) {
+        if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS) {
+            destroy_object(ep);
+            return rc;
+        }
+    }
+    if (pz)
+        ++pz->users;
+    for (Evd* evd : {r, q, c})
+        if (evd)
+            ++evd->users;
+    ia->adopt(ep);
+    *out = ep;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM* p)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (mask & ~DAT_EP_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (!mask)
+        return DAT_SUCCESS;
+    std::memset(p, 0, sizeof *p);
+    p->ia_handle = ep->ia;
+    p->ep_state = ep->state.load();
+    p->local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep->ia->address);
+    p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep->remote);
+    p->remote_port_qual = ep->remote_port;
+    p->pz_handle = ep->pz;
+    p->recv_evd_handle = ep->recv_evd;
+    p->request_evd_handle = ep->request_evd;
+    p->connect_evd_handle = ep->connect_evd;
+    p->srq_handle = DAT_HANDLE_NULL;
+    p->ep_attr = ep->attr;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_get_status(DAT_EP_HANDLE handle, DAT_EP_STATE* state, DAT_BOOLEAN* recv_idle, DAT_BOOLEAN* request_idle)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (state)
+        *state = ep->state.load();
+    if (recv_idle)
+        *recv_idle = !ep->qp || ep->rq.outstanding() == 0 ? DAT_TRUE : DAT_FALSE;
+    if (request_idle)
+        *request_idle = !ep->qp || ep->sq.outstanding_bbs() == 0 ? DAT_TRUE : DAT_FALSE;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout,
+                      DAT_COUNT pdata_size, const DAT_PVOID pdata, DAT_QOS qos, DAT_CONNECT_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (timeout == 0 || pdata_size < 0 || pdata_size > static_cast<DAT_COUNT>(cm::kMaxPrivateData) ||
+        (pdata_size > 0 && !pdata))
+        return error(DAT_INVALID_PARAMETER, timeout == 0 ? DAT_INVALID_ARG4 : DAT_INVALID_ARG5);
+    if (qos != DAT_QOS_BEST_EFFORT || flags != DAT_CONNECT_DEFAULT_FLAG)
+        return not_supported();
+    if (ep->state.load() != DAT_EP_STATE_UNCONNECTED)
+        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+    if (!remote || remote->sa_family != AF_INET)
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+    if (qual > 0xffff)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // qualifiers are TCP ports here
+    if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)
+        return rc;
+    Ia* ia = ep->ia;
+    std::memcpy(&ep->remote, remote, sizeof ep->remote);
+    ep->remote.sin_port = htons(static_cast<std::uint16_t>(qual));
+    ep->remote_port = qual;
+    ep->state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
+    const auto* bytes = static_cast<const std::uint8_t*>(pdata);
+    std::vector<std::uint8_t> pd(bytes, bytes + pdata_size);
+    const auto wait = timeout == DAT_TIMEOUT_INFINITE ? std::chrono::milliseconds(24L * 3600 * 1000)
+                                                      : std::chrono::milliseconds(std::max<DAT_TIMEOUT>(1, timeout / 1000));
+    std::lock_guard lock(ia->cm_mutex); // the result cannot be handled before the id is recorded
+    ep->cm_id = ia->cm->connect(*reinterpret_cast<const sockaddr_in*>(remote), static_cast<std::uint16_t>(qual),
+                                ep->qp->qpn(), std::move(pd), wait);
+    ia->attempts[ep->cm_id] = ep;
+    return DAT_SUCCESS;
+}
+
+void cm_result(Ia* ia, std::uint64_t id, cm::Outcome outcome, int fd, const cm::Message& m)
+{
+    Ep* ep = nullptr;
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        auto it = ia->attempts.find(id);
+        if (it != ia->attempts.end()) {
+            ep = it->second;
+            ia->attempts.erase(it);
+        }
+    }
+    if (!ep) {
+        if (fd >= 0)
+            ::close(fd);
+        return;
+    }
+    const bool passive = ep->state.load() == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+    if (outcome == cm::Outcome::established) {
+        ep->state = DAT_EP_STATE_CONNECTED;
+        // The event goes first: no completion may precede ESTABLISHED.
+        post_connection_event(ep, DAT_CONNECTION_EVENT_ESTABLISHED, passive ? nullptr : m.private_data.data(),
+                              passive ? 0 : static_cast<std::uint32_t>(m.private_data.size()));
+        if (!ia->device->connect(ep->qp, fd))
+            ::close(fd);
+        return;
+    }
+    ep->state = DAT_EP_STATE_DISCONNECTED;
+    ia->device->disconnect(ep->qp); // receives posted meanwhile complete as flushed
+    DAT_EVENT_NUMBER n = DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+    switch (outcome) {
+    case cm::Outcome::rejected:
+        n = DAT_CONNECTION_EVENT_PEER_REJECTED;
+        break;
+    case cm::Outcome::unreachable:
+        n = DAT_CONNECTION_EVENT_UNREACHABLE;
+        break;
+    case cm::Outcome::timed_out:
+        n = DAT_CONNECTION_EVENT_TIMED_OUT;
+        break;
+    case cm::Outcome::failed:
+        n = passive ? DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR : DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+        break;
+    default:
+        break;
+    }
+    post_connection_event(ep, n, m.private_data.data(), static_cast<std::uint32_t>(m.private_data.size()));
+}
+
+DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    DAT_EP_STATE s = ep->state.load();
+    if (s == DAT_EP_STATE_DISCONNECTED)
+        return DAT_SUCCESS; // nothing to do, no event
+    if (s == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) {
+        std::lock_guard lock(ep->ia->cm_mutex);
+        ep->ia->cm->cancel(ep->cm_id);
+        ep->ia->attempts.erase(ep->cm_id);
+    } else if (s != DAT_EP_STATE_CONNECTED) {
+        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+    }
+    // Graceful and abrupt end alike for now: outstanding work is flushed.
+    if (!ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECTED))
+        return DAT_SUCCESS; // the peer ended it first; its event is posted
+    ep->ia->device->disconnect(ep->qp);
+    post_connection_event(ep, DAT_CONNECTION_EVENT_DISCONNECTED, nullptr, 0);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_reset(DAT_EP_HANDLE handle)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    const DAT_EP_STATE s = ep->state.load();
+    if (s == DAT_EP_STATE_UNCONNECTED)
+        return DAT_SUCCESS;
+    if (s != DAT_EP_STATE_DISCONNECTED)
+        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+    drop_qp(ep); // a fresh queue pair for the next connection
+    ep->state = DAT_EP_STATE_UNCONNECTED;
+    return DAT_SUCCESS;
+}
+
+void destroy_ep(Ep* ep)
+{
+    if (ep->state.load() == DAT_EP_STATE_CONNECTED) {
+        ep->state = DAT_EP_STATE_DISCONNECTED;
+        ep->ia->device->disconnect(ep->qp);
+    }
+    {
+        std::lock_guard lock(ep->ia->cm_mutex);
+        if (ep->cm_id) {
+            ep->ia->cm->cancel(ep->cm_id);
+            ep->ia->attempts.erase(ep->cm_id);
+        }
+    }
+    drop_qp(ep);
+    destroy_object(ep);
+}
+
+DAT_RETURN ep_free(DAT_EP_HANDLE handle)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    const DAT_EP_STATE s = ep->state.load();
+    if (s == DAT_EP_STATE_RESERVED || s == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING ||
+        s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING)
+        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_PASSCONNPENDING);
+    if (ep->pz)
+        --ep->pz->users;
+    for (Evd* evd : {ep->recv_evd, ep->request_evd, ep->connect_evd})
+        if (evd)
+            --evd->users;
+    ep->ia->forget(ep);
+    destroy_ep(ep);
+    return DAT_SUCCESS;
+}
+
+// --- posting ---------------------------------------------------------------------------
+
+constexpr DAT_COMPLETION_FLAGS kPostFlags = static_cast<DAT_COMPLETION_FLAGS>(
+    DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+    DAT_COMPLETION_BARRIER_FENCE_FLAG);
+
+DAT_RETURN check_request_state(Ep* ep)
+{
+    const DAT_EP_STATE s = ep->state.load(std::memory_order_relaxed);
+    if (s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_DISCONNECTED) // the latter: flushed at once
+        return ep->qp ? static_cast<DAT_RETURN>(DAT_SUCCESS) : error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
+    return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+}
+
+DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags, DAT_COUNT max_iov)
+{
+    if (DAT_RETURN rc = check_request_state(ep); rc != DAT_SUCCESS) [[unlikely]]
+        return rc;
+    if (n < 0 || n > max_iov || (n > 0 && !iov) || (flags & ~kPostFlags)) [[unlikely]]
+        return error(DAT_INVALID_PARAMETER, n < 0 || n > max_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
+    std::uint64_t total = 0;
+    for (DAT_COUNT i = 0; i < n; ++i)
+        total += iov[i].segment_length;
+    // Sends are held to the EP's max_message_size. RDMA is held to the
+    // device's limit only: the reference does the same, and its dtest
+    // writes more than the max_rdma_size it asks for.
+    const std::uint64_t limit = remote ? softnic::kMaxMessageSize : ep->attr.max_message_size;
+    // The bytes moved are the local list's; the remote range is checked by
+    // the target against its registration (an access error, not ours).
+    if (total > limit) [[unlikely]]
+        return error(DAT_LENGTH_ERROR);
+    fastpath::RemoteAddress ra{};
+    if (remote)
+        ra = {remote->virtual_address, remote->rmr_context};
+    if (!ep->sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n),
+                     static_cast<std::uint32_t>(total), remote ? &ra : nullptr, 0, fastpath::control_flags(flags),
+                     cookie.as_64)) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ep->sq.ring();
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_post_send(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep) [[unlikely]]
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    return post_request(ep, MLX5_OPCODE_SEND, n, iov, cookie, nullptr, flags, ep->attr.max_request_iov);
+}
+
+DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep) [[unlikely]]
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (!remote)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    return post_request(ep, MLX5_OPCODE_RDMA_WRITE, n, iov, cookie, remote, flags, ep->attr.max_rdma_write_iov);
+}
+
+DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                             const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep) [[unlikely]]
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (!remote)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    return post_request(ep, MLX5_OPCODE_RDMA_READ, n, iov, cookie, remote, flags, ep->attr.max_rdma_read_iov);
+}
+
+DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep) [[unlikely]]
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (n < 0 || n > ep->attr.max_recv_iov || (n > 0 && !iov) || (flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
+        (flags & ~kPostFlags)) [[unlikely]]
+        return error(DAT_INVALID_PARAMETER, n < 0 || n > ep->attr.max_recv_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
+    if (!ep->qp) {
+        if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)
+            return rc;
+    }
+    if (!ep->rq.post(reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), cookie.as_64))
+        [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    return DAT_SUCCESS;
+}
+
+// --- PSP and CR -------------------------------------------------------------------------
+
+void cm_request(Ia* ia, const cm::Request& r)
+{
+    Psp* psp = nullptr;
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        auto it = ia->listeners.find(r.listener);
+        if (it != ia->listeners.end())
+            psp = it->second;
+    }
+    if (!psp) {
+        ia->cm->reject(r.id, {});
+        return;
+    }
+    Cr* cr = make_object<Cr>();
+    if (!cr) {
+        ia->cm->reject(r.id, {});
+        return;
+    }
+    cr->provider = ia->provider;
+    cr->ia = ia;
+    cr->psp = psp;
+    cr->request_id = r.id;
+    cr->remote = r.remote;
+    cr->conn_qual = r.conn_qual;
+    cr->private_data_size = static_cast<std::uint32_t>(r.private_data.size());
+    std::memcpy(cr->private_data, r.private_data.data(), r.private_data.size());
+    DAT_EVENT e{};
+    e.event_number = DAT_CONNECTION_REQUEST_EVENT;
+    e.evd_handle = psp->evd;
+    auto& d = e.event_data.cr_arrival_event_data;
+    d.sp_handle.psp_handle = psp;
+    d.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->address);
+    d.conn_qual = psp->conn_qual;
+    d.cr_handle = cr;
+    d.truncate_flag = DAT_FALSE;
+    if (!post_event(psp->evd, e)) { // the CR EVD is full: as if nobody listened
+        ia->cm->reject(r.id, {});
+        destroy_object(cr);
+    }
+}
+
+DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HANDLE evd_handle, DAT_PSP_FLAGS flags,
+                             DAT_PSP_HANDLE* out)
+{
+    Evd* evd = from_handle<Evd>(evd_handle);
+    if (!evd || !(evd->flags & DAT_EVD_CR_FLAG) || evd->ia != ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
+    if (!out || !qual)
+        return error(DAT_INVALID_PARAMETER, !qual ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
+    if (flags == DAT_PSP_PROVIDER_FLAG)
+        return not_supported(); // ep_creator is DAT_PSP_CREATES_EP_NEVER
+    if (flags != DAT_PSP_CONSUMER_FLAG)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if (!any && (*qual == 0 || *qual > 0xffff))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // qualifiers are TCP ports 1..65535 here
+    Psp* psp = make_object<Psp>();
+    if (!psp)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    psp->provider = ia->provider;
+    psp->ia = ia;
+    psp->evd = evd;
+    psp->flags = flags;
+    psp->listener_id = reinterpret_cast<std::uintptr_t>(psp);
+    std::uint16_t port = any ? 0 : static_cast<std::uint16_t>(*qual);
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        ia->listeners[psp->listener_id] = psp;
+    }
+    const int err = ia->cm->listen(*reinterpret_cast<const sockaddr_in*>(&ia->address), port, psp->listener_id);
+    if (err != 0) {
+        {
+            std::lock_guard lock(ia->cm_mutex);
+            ia->listeners.erase(psp->listener_id);
+        }
+        destroy_object(psp);
+        if (err == EADDRINUSE)
+            return error(any ? DAT_CONN_QUAL_UNAVAILABLE : DAT_CONN_QUAL_IN_USE);
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    psp->conn_qual = port;
+    *qual = port;
+    ++evd->users;
+    ia->adopt(psp);
+    *out = psp;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN psp_create(DAT_IA_HANDLE handle, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
+                      DAT_PSP_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    return psp_create_common(ia, &qual, false, evd, flags, out);
+}
+
+DAT_RETURN psp_create_any(DAT_IA_HANDLE handle, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
+                          DAT_PSP_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    return psp_create_common(ia, qual, true, evd, flags, out);
+}
+
+DAT_RETURN psp_query(DAT_PSP_HANDLE handle, DAT_PSP_PARAM_MASK mask, DAT_PSP_PARAM* p)
+{
+    Psp* psp = from_handle<Psp>(handle);
+    if (!psp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP);
+    if (mask & ~DAT_PSP_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (mask) {
+        p->ia_handle = psp->ia;
+        p->conn_qual = psp->conn_qual;
+        p->evd_handle = psp->evd;
+        p->psp_flags = psp->flags;
+    }
+    return DAT_SUCCESS;
+}
+
+void destroy_psp(Psp* psp)
+{
+    Ia* ia = psp->ia;
+    ia->cm->unlisten(psp->listener_id);
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        ia->listeners.erase(psp->listener_id);
+    }
+    destroy_object(psp);
+}
+
+DAT_RETURN psp_free(DAT_PSP_HANDLE handle)
+{
+    Psp* psp = from_handle<Psp>(handle);
+    if (!psp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP);
+    psp->ia->forget(psp);
+    --psp->evd->users;
+    destroy_psp(psp);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* p)
+{
+    Cr* cr = from_handle<Cr>(handle);
+    if (!cr)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+    if (mask & ~DAT_CR_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (mask) {
+        p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&cr->remote);
+        p->remote_port_qual = ntohs(cr->remote.sin_port);
+        p->private_data_size = static_cast<DAT_COUNT>(cr->private_data_size);
+        p->private_data = cr->private_data_size ? cr->private_data : nullptr;
+        p->local_ep_handle = DAT_HANDLE_NULL;
+    }
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pdata_size, const DAT_PVOID pdata)
+{
+    Cr* cr = from_handle<Cr>(handle);
+    if (!cr)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+    if (pdata_size < 0 || pdata_size > static_cast<DAT_COUNT>(cm::kMaxPrivateData) || (pdata_size && !pdata))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // the CR stays usable
+    if (!ep_handle)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // we never create EPs for PSPs
+    Ep* ep = from_handle<Ep>(ep_handle);
+    if (!ep || ep->ia != cr->ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (ep->state.load() != DAT_EP_STATE_UNCONNECTED)
+        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+    if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)
+        return rc;
+    Ia* ia = cr->ia;
+    ep->remote = cr->remote;
+    ep->remote_port = ntohs(cr->remote.sin_port);
+    ep->state = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+    const auto* bytes = static_cast<const std::uint8_t*>(pdata);
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        ep->cm_id = cr->request_id;
+        ia->attempts[cr->request_id] = ep;
+    }
+    if (!ia->cm->accept(cr->request_id, ep->qp->qpn(), std::vector<std::uint8_t>(bytes, bytes + pdata_size),
+                        std::chrono::milliseconds(5000))) {
+        {
+            std::lock_guard lock(ia->cm_mutex);
+            ia->attempts.erase(cr->request_id);
+        }
+        ep->state = DAT_EP_STATE_DISCONNECTED;
+        post_connection_event(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, nullptr, 0);
+    }
+    destroy_object(cr); // the CR is consumed either way
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID pdata)
+{
+    Cr* cr = from_handle<Cr>(handle);
+    if (!cr)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+    if (pdata_size < 0 || pdata_size > static_cast<DAT_COUNT>(cm::kMaxPrivateData) || (pdata_size && !pdata))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    const auto* bytes = static_cast<const std::uint8_t*>(pdata);
+    cr->ia->cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
+    destroy_object(cr);
+    return DAT_SUCCESS;
+}
+
 // --- IA -------------------------------------------------------------------------
 
 DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE* async_evd, DAT_IA_HANDLE* ia_out)
@@ -123,6 +889,9 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     ia->name = name;
     ia->address = addr;
     ia->device = std::make_unique<softnic::Device>();
+    ia->cm = std::make_unique<cm::SocketCm>(cm::SocketCm::Callbacks{
+        [ia](const cm::Request& r) { cm_request(ia, r); },
+        [ia](std::uint64_t id, cm::Outcome o, int fd, const cm::Message& m) { cm_result(ia, id, o, fd, m); }});
     if (*async_evd == DAT_HANDLE_NULL) {
         ia->async_evd = new_evd(ia, async_qlen, DAT_EVD_ASYNC_FLAG);
         if (!ia->async_evd) {
@@ -164,9 +933,19 @@ void destroy_any(Object* o)
     case DAT_HANDLE_TYPE_PZ:
         destroy_object(static_cast<Pz*>(o));
         break;
-    case DAT_HANDLE_TYPE_EVD:
-        release_waiters(static_cast<Evd*>(o));
-        destroy_object(static_cast<Evd*>(o));
+    case DAT_HANDLE_TYPE_EVD: {
+        auto* evd = static_cast<Evd*>(o);
+        release_waiters(evd);
+        if (evd->cq)
+            evd->ia->device->destroy_cq(evd->cq);
+        destroy_object(evd);
+        break;
+    }
+    case DAT_HANDLE_TYPE_EP:
+        destroy_ep(static_cast<Ep*>(o));
+        break;
+    case DAT_HANDLE_TYPE_PSP:
+        destroy_psp(static_cast<Psp*>(o));
         break;
     default:
         break;
@@ -191,8 +970,14 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
     }
     if (ia->owns_async_evd && ia->async_evd)
         objects.insert(objects.begin(), ia->async_evd);
+    // Connections first (EPs and PSPs, which use the CM), then the rest.
     for (auto it = objects.rbegin(); it != objects.rend(); ++it)
-        destroy_any(*it);
+        if ((*it)->type == DAT_HANDLE_TYPE_EP || (*it)->type == DAT_HANDLE_TYPE_PSP)
+            destroy_any(*it);
+    ia->cm.reset(); // no callback runs after this
+    for (auto it = objects.rbegin(); it != objects.rend(); ++it)
+        if ((*it)->magic == kObjectMagic)
+            destroy_any(*it);
     ia->children = 0;
     ia->device.reset();
     destroy_object(ia);
@@ -516,7 +1301,8 @@ DAT_RETURN lmr_sync(DAT_IA_HANDLE handle, const DAT_LMR_TRIPLET* segments, DAT_V
 
 // --- EVD ----------------------------------------------------------------------------
 
-constexpr DAT_EVD_FLAGS kStreamsDeliveredSoFar = static_cast<DAT_EVD_FLAGS>(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_ASYNC_FLAG);
+constexpr DAT_EVD_FLAGS kStreamsDeliveredSoFar = static_cast<DAT_EVD_FLAGS>(
+    DAT_EVD_SOFTWARE_FLAG | DAT_EVD_ASYNC_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG);
 
 DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, DAT_EVD_FLAGS flags, DAT_EVD_HANDLE* out)
 {
@@ -530,12 +1316,21 @@ DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, 
     if (flags == 0 || (flags & ~(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_DEFAULT_FLAG | DAT_EVD_ASYNC_FLAG)))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
     if (flags & ~kStreamsDeliveredSoFar)
-        return not_supported(); // DTO, connection, CR and RMR streams come with the EP work
+        return not_supported(); // RMR bind completions come with memory windows
     if (cno != DAT_HANDLE_NULL)
         return not_supported(); // CNOs: not yet
     Evd* evd = new_evd(ia, qlen, flags);
     if (!evd)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    if (flags & DAT_EVD_DTO_FLAG) {
+        evd->cq = ia->device->create_cq(static_cast<std::uint32_t>(qlen));
+        if (!evd->cq) {
+            destroy_object(evd);
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+        }
+        evd->cq_view.init(evd->cq->descriptor());
+        evd->cq->set_notify(&evd_notify, evd);
+    }
     ia->adopt(evd);
     *out = evd;
     return DAT_SUCCESS;
@@ -575,7 +1370,11 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE handle)
     }
     if (evd->is_async && evd->ia->async_evd == evd)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_ASYNC); // freed with its IA
+    if (evd->users.load() > 0)
+        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
     evd->ia->forget(evd);
+    if (evd->cq)
+        evd->ia->device->destroy_cq(evd->cq);
     destroy_object(evd);
     return DAT_SUCCESS;
 }
@@ -603,14 +1402,19 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT* event)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
     if (!event)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    std::lock_guard lock(evd->mutex);
+    std::unique_lock lock(evd->mutex);
     if (evd->waiters > 0)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
-    if (evd->events.empty())
-        return error(DAT_QUEUE_EMPTY);
-    *event = evd->events.front();
-    evd->events.pop_front();
-    return DAT_SUCCESS;
+    if (take_event(evd, *event))
+        return DAT_SUCCESS;
+    if (evd->cq) { // let the software NIC move, then look once more
+        lock.unlock();
+        evd->ia->device->progress();
+        lock.lock();
+        if (take_event(evd, *event))
+            return DAT_SUCCESS;
+    }
+    return error(DAT_QUEUE_EMPTY);
 }
 
 DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT threshold, DAT_EVENT* event, DAT_COUNT* nmore)
@@ -629,33 +1433,36 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
     ++evd->waiters;
     const std::uint64_t epoch = evd->unwaitable_epoch;
-    auto ready = [&] {
-        return static_cast<DAT_COUNT>(evd->events.size()) >= threshold || evd->unwaitable_epoch != epoch;
-    };
-    bool ok = true;
-    if (timeout == DAT_TIMEOUT_INFINITE)
-        evd->cv.wait(lock, ready); // sleeps: no core burnt
-    else
-        ok = evd->cv.wait_for(lock, std::chrono::microseconds(timeout), ready);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
+    bool timed_out = false;
+    while (ready_events(evd, threshold) < threshold && evd->unwaitable_epoch == epoch && !timed_out) {
+        if (evd->cq) { // a round of inline progress before sleeping
+            lock.unlock();
+            evd->ia->device->progress();
+            lock.lock();
+            if (ready_events(evd, threshold) >= threshold || evd->unwaitable_epoch != epoch)
+                break;
+        }
+        // Sleeps: woken by a post, by the software NIC's CQ notification, or by unwaitable.
+        if (timeout == DAT_TIMEOUT_INFINITE)
+            evd->cv.wait(lock);
+        else
+            timed_out = evd->cv.wait_until(lock, deadline) == std::cv_status::timeout;
+    }
     --evd->waiters;
     if (evd->aborted)
         return error(DAT_ABORT);
     if (evd->unwaitable_epoch != epoch)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
-    if (!ok && evd->events.empty()) {
+    const DAT_COUNT ready = ready_events(evd, threshold);
+    if (ready < threshold) {
         if (nmore)
-            *nmore = 0;
+            *nmore = ready_events(evd, evd->qlen);
         return error(DAT_TIMEOUT_EXPIRED);
     }
-    if (!ok && static_cast<DAT_COUNT>(evd->events.size()) < threshold) {
-        if (nmore)
-            *nmore = static_cast<DAT_COUNT>(evd->events.size());
-        return error(DAT_TIMEOUT_EXPIRED);
-    }
-    *event = evd->events.front();
-    evd->events.pop_front();
+    take_event(evd, *event);
     if (nmore)
-        *nmore = static_cast<DAT_COUNT>(evd->events.size());
+        *nmore = ready_events(evd, evd->qlen);
     return DAT_SUCCESS;
 }
 
@@ -749,41 +1556,41 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.evd_set_unwaitable_func = &evd_set_unwaitable;
     t.evd_clear_unwaitable_func = &evd_clear_unwaitable;
     t.evd_resize_func = &evd_resize;
+    t.cr_reject_func = &cr_reject;
+    t.cr_accept_func = &cr_accept;
+    t.cr_query_func = &cr_query;
+    t.psp_create_any_func = &psp_create_any;
+    t.psp_free_func = &psp_free;
+    t.psp_query_func = &psp_query;
+    t.psp_create_func = &psp_create;
+    t.ep_reset_func = &ep_reset;
+    t.ep_free_func = &ep_free;
+    t.ep_get_status_func = &ep_get_status;
+    t.ep_post_rdma_write_func = &ep_post_rdma_write;
+    t.ep_post_rdma_read_func = &ep_post_rdma_read;
+    t.ep_post_recv_func = &ep_post_recv;
+    t.ep_post_send_func = &ep_post_send;
+    t.ep_disconnect_func = &ep_disconnect;
+    t.ep_connect_func = &ep_connect;
+    t.ep_query_func = &ep_query;
+    t.ep_create_func = &ep_create;
     // Issue 3 (EP, connections, DTOs, CNO) and issue 4 (SRQ) fill these.
     FASTDAPL_LATER(cno_create_func);
     FASTDAPL_LATER(cno_modify_agent_func);
     FASTDAPL_LATER(cno_query_func);
     FASTDAPL_LATER(cno_free_func);
     FASTDAPL_LATER(cno_wait_func);
-    FASTDAPL_LATER(cr_query_func);
-    FASTDAPL_LATER(cr_accept_func);
-    FASTDAPL_LATER(cr_reject_func);
     FASTDAPL_LATER(cr_handoff_func);
     FASTDAPL_LATER(evd_modify_cno_func);
-    FASTDAPL_LATER(ep_create_func);
-    FASTDAPL_LATER(ep_query_func);
     FASTDAPL_LATER(ep_modify_func);
-    FASTDAPL_LATER(ep_connect_func);
     FASTDAPL_LATER(ep_dup_connect_func);
-    FASTDAPL_LATER(ep_disconnect_func);
-    FASTDAPL_LATER(ep_post_send_func);
-    FASTDAPL_LATER(ep_post_recv_func);
-    FASTDAPL_LATER(ep_post_rdma_read_func);
-    FASTDAPL_LATER(ep_post_rdma_write_func);
-    FASTDAPL_LATER(ep_get_status_func);
-    FASTDAPL_LATER(ep_free_func);
     FASTDAPL_LATER(rmr_create_func);
     FASTDAPL_LATER(rmr_query_func);
     FASTDAPL_LATER(rmr_bind_func);
     FASTDAPL_LATER(rmr_free_func);
-    FASTDAPL_LATER(psp_create_func);
-    FASTDAPL_LATER(psp_query_func);
-    FASTDAPL_LATER(psp_free_func);
     FASTDAPL_LATER(rsp_create_func);
     FASTDAPL_LATER(rsp_query_func);
     FASTDAPL_LATER(rsp_free_func);
-    FASTDAPL_LATER(psp_create_any_func);
-    FASTDAPL_LATER(ep_reset_func);
     FASTDAPL_LATER(ep_create_with_srq_func);
     FASTDAPL_LATER(ep_recv_query_func);
     FASTDAPL_LATER(ep_set_watermark_func);

@@ -103,6 +103,7 @@ bool Cq::push(const Entry& e)
     const std::uint8_t op_own = static_cast<std::uint8_t>(e.opcode << 4 | (e.solicited ? 2 : 0) | ((pi_ >> log_) & 1));
     __atomic_store_n(&cqe->op_own, op_own, __ATOMIC_RELEASE); // the CQE's body before its owner byte
     ++pi_;
+    pushed_ = true;
     return true;
 }
 
@@ -234,6 +235,14 @@ void Device::disconnect(Qp* qp)
         fail(*qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
     else
         flush_all(*qp);
+    qp->state_.store(QpState::error, std::memory_order_release);
+    for (Cq* cq : {qp->send_cq_, qp->recv_cq_}) {
+        if (cq->pushed_) {
+            cq->pushed_ = false;
+            if (auto fn = cq->notify_.load(std::memory_order_acquire))
+                fn(cq->notify_context_);
+        }
+    }
 }
 
 void Device::progress()
@@ -272,6 +281,19 @@ void Device::run()
 
 bool Device::progress_locked()
 {
+    struct NotifyAfter { // tell waiters once per round, not once per CQE
+        std::vector<Cq*>& cqs;
+        ~NotifyAfter()
+        {
+            for (Cq* cq : cqs) {
+                if (!cq->pushed_)
+                    continue;
+                cq->pushed_ = false;
+                if (auto fn = cq->notify_.load(std::memory_order_acquire))
+                    fn(cq->notify_context_);
+            }
+        }
+    } notify_after{cqs_};
     bool busy = false;
     for (Qp* qp : qps_) {
         if (qp->state() == QpState::error) {
@@ -639,7 +661,12 @@ void Device::fail(Qp& qp, std::uint8_t syndrome, bool requester_error)
         qp.send_cq_->push({MLX5_CQE_REQ_ERR, syndrome, false, f.wqe_index, 0, 0, qp.qpn_});
         qp.inflight_.pop_front();
     }
+    const bool was_ready = qp.state() == QpState::ready;
     qp.state_.store(QpState::error, std::memory_order_release);
+    if (was_ready && qp.on_ended_ && !qp.ended_reported_) {
+        qp.ended_reported_ = true;
+        qp.on_ended_(qp.on_ended_context_, syndrome == MLX5_CQE_SYNDROME_WR_FLUSH_ERR && !requester_error);
+    }
     if (qp.fd_ >= 0) {
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, qp.fd_, nullptr);
         ::shutdown(qp.fd_, SHUT_RDWR);

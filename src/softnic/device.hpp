@@ -31,6 +31,13 @@ public:
     const mlx5dv_cq& descriptor() const { return dv_; }
     bool overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
 
+    // Called on the engine's thread after it wrote CQEs (to wake a waiter).
+    void set_notify(void (*notify)(void*), void* context)
+    {
+        notify_context_ = context;
+        notify_.store(notify, std::memory_order_release);
+    }
+
 private:
     friend class Device;
     struct Entry {
@@ -51,6 +58,9 @@ private:
     std::uint32_t pi_ = 0;
     std::atomic<bool> overflowed_{false};
     mlx5dv_cq dv_{};
+    std::atomic<void (*)(void*)> notify_{nullptr};
+    void* notify_context_ = nullptr;
+    bool pushed_ = false; // since the last notification
 };
 
 enum class QpState { reset, ready, error };
@@ -61,6 +71,14 @@ public:
     std::uint32_t qpn() const { return qpn_; }
     std::uint32_t max_inline() const { return max_inline_; }
     QpState state() const { return state_.load(std::memory_order_acquire); }
+
+    // Called once, on the engine's thread, when the connection ends: with
+    // true for an orderly close by the peer, false for an error.
+    void set_on_ended(void (*fn)(void*, bool orderly), void* context)
+    {
+        on_ended_context_ = context;
+        on_ended_ = fn;
+    }
 
 private:
     friend class Device;
@@ -98,6 +116,9 @@ private:
     std::size_t out_sent_ = 0;
     std::vector<std::uint8_t> in_;
     std::uint32_t epoll_mask_ = 0;
+    void (*on_ended_)(void*, bool) = nullptr;
+    void* on_ended_context_ = nullptr;
+    bool ended_reported_ = false;
 };
 
 class Device {

@@ -344,8 +344,9 @@ TEST_F(Provider, CallsOfLaterWorkAreModelNotSupported)
 {
     DAT_PZ_HANDLE pz;
     ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
-    DAT_EP_HANDLE ep;
-    const DAT_RETURN rc = dat_ep_create(ia, pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &ep);
+    DAT_SRQ_ATTR attr{8, 1, 0};
+    DAT_SRQ_HANDLE srq;
+    const DAT_RETURN rc = dat_srq_create(ia, pz, &attr, &srq); // SRQ: issue 4
     EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
     EXPECT_NE(rc & DAT_CLASS_ERROR, 0u);
     EXPECT_EQ(dat_pz_free(pz), kOk);
