@@ -71,6 +71,10 @@ int SocketCm::listen(const sockaddr_in& addr, std::uint16_t& port, std::uint64_t
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return errno;
+    // Reuse a port whose earlier connections linger in TIME_WAIT; a port
+    // another socket listens on is still refused (EADDRINUSE).
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a = addr;
     a.sin_port = htons(port);
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 128) != 0) {
