@@ -21,16 +21,17 @@
 #include <linux/in.h>
 #include <linux/in6.h>
 #else
-/* The reference headers include these too; consumers rely on them. */
+/* The reference headers include these too; consumers rely on them.
+ * <stdint.h> is left out on purpose: UINT64_C below must be the ULL form
+ * the Linux headers define, not glibc's UL one. */
 #include <sys/types.h>
 #include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #endif
 
-typedef uint32_t DAT_UINT32;
-typedef uint64_t DAT_UINT64;
+typedef u_int32_t DAT_UINT32;
+typedef u_int64_t DAT_UINT64;
 typedef unsigned long long DAT_UVERYLONG;
 
 typedef void *DAT_PVOID;
