@@ -9,8 +9,10 @@ if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" "$top"
 fi
 ninja -C "$build"
-# Run uninstalled: our libdat2 first on the library path. Until the provider
-# lands, the registry shown is the system's /etc/dat.conf (Debian's libdapl2
-# installs one), which proves the registry loads and reports providers.
+# Run uninstalled: our libdat2 first on the library path, and the build
+# tree's dat.conf (fastdapl-tcp, with absolute paths) as the registry.
+# dat_perf comes with issue 3's last part; until then the main job is
+# dat_info opening fastdapl-tcp and printing every attribute.
 export LD_LIBRARY_PATH="$build/src/registry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-"$build/tools/dat_info/dat_info" || true
+export DAT_OVERRIDE="$build/dat.conf"
+"$build/tools/dat_info/dat_info"

@@ -1,4 +1,4 @@
-/* dat_redirection.h: provider entry point types common to uDAPL and kDAPL, and the macros that call them.
+/* dat_redirection.h: entry point types shared by uDAPL and kDAPL, and the macros that call them.
  *
  * SPDX-License-Identifier: BSD-3-Clause
  * Copyright (c) 2026 the fastdapl authors

@@ -1032,15 +1032,20 @@ void fill_provider_attr(DAT_PROVIDER_ATTR* p)
     attr.lmr_mem_types_supported = static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR);
     attr.iov_ownership_on_return = DAT_IOV_CONSUMER;
     attr.dat_qos_supported = DAT_QOS_BEST_EFFORT;
-    attr.completion_flags_supported = DAT_COMPLETION_DEFAULT_FLAG;
+    attr.completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
+        DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+        DAT_COMPLETION_BARRIER_FENCE_FLAG);
     attr.is_thread_safe = DAT_FALSE;
     attr.max_private_data_size = 256;
     attr.supports_multipath = DAT_FALSE;
     attr.ep_creator = DAT_PSP_CREATES_EP_NEVER;
     attr.pz_support = DAT_PZ_UNIQUE;
     attr.optimal_buffer_alignment = DAT_OPTIMAL_ALIGNMENT;
-    for (int i = 0; i < 6; ++i) // only the software and async streams exist so far
-        const_cast<DAT_BOOLEAN&>(attr.evd_stream_merging_supported[i][i]) = DAT_TRUE;
+    // Software, CR, DTO, connection and async streams merge freely; RMR bind
+    // completions (index 4) do not exist yet.
+    for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j)
+            const_cast<DAT_BOOLEAN&>(attr.evd_stream_merging_supported[i][j]) = (i != 4 && j != 4) ? DAT_TRUE : DAT_FALSE;
     attr.srq_supported = DAT_FALSE;
     attr.srq_watermarks_supported = 0;
     attr.srq_ep_pz_difference_supported = DAT_FALSE;
