@@ -4,6 +4,7 @@
 #include "socket_cm.hpp"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -215,14 +216,27 @@ void SocketCm::finish(std::uint64_t id, Conn& c, Outcome o, const Message& m, Pe
 
 void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vector<std::uint64_t>& done)
 {
-    std::uint8_t buf[1024];
+    // Read no further than the end of the current message: once the
+    // handshake is over, the bytes after it belong to the queue pair that
+    // takes over the socket.
+    std::uint8_t buf[kHeaderSize + 16 + kMaxPrivateData];
     bool closed = false;
     for (;;) {
-        const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+        std::size_t want = 0;
+        if (c.in.size() < kHeaderSize) {
+            want = kHeaderSize - c.in.size();
+        } else {
+            std::uint32_t body;
+            std::memcpy(&body, c.in.data() + 8, 4);
+            body = be32toh(body);
+            const std::size_t total = kHeaderSize + std::min<std::size_t>(body, sizeof buf - kHeaderSize);
+            want = total > c.in.size() ? total - c.in.size() : 0;
+        }
+        if (want == 0)
+            break; // a whole message (or an oversized length the decoder refuses)
+        const ssize_t n = ::recv(c.fd, buf, want, MSG_DONTWAIT);
         if (n > 0) {
             c.in.insert(c.in.end(), buf, buf + n);
-            if (c.in.size() > 4 * (kHeaderSize + 16 + kMaxPrivateData))
-                break; // more than any handshake needs: decode will refuse it
             continue;
         }
         closed = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
