@@ -597,26 +597,17 @@ DAT_RETURN ep_post_send(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov,
     return post_request(ep, MLX5_OPCODE_SEND, n, iov, cookie, nullptr, flags, ep->attr.max_request_iov);
 }
 
-DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
-                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
+// RDMA write and read differ only in their opcode and IOV limit.
+template <std::uint8_t Opcode, DAT_COUNT DAT_EP_ATTR::*MaxIov>
+DAT_RETURN ep_post_rdma(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
 {
     Ep* ep = from_handle<Ep>(handle);
     if (!ep) [[unlikely]]
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-    if (!remote)
+    if (!remote) [[unlikely]]
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-    return post_request(ep, MLX5_OPCODE_RDMA_WRITE, n, iov, cookie, remote, flags, ep->attr.max_rdma_write_iov);
-}
-
-DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
-                             const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
-{
-    Ep* ep = from_handle<Ep>(handle);
-    if (!ep) [[unlikely]]
-        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-    if (!remote)
-        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-    return post_request(ep, MLX5_OPCODE_RDMA_READ, n, iov, cookie, remote, flags, ep->attr.max_rdma_read_iov);
+    return post_request(ep, Opcode, n, iov, cookie, remote, flags, ep->attr.*MaxIov);
 }
 
 DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
@@ -1571,8 +1562,8 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.ep_reset_func = &ep_reset;
     t.ep_free_func = &ep_free;
     t.ep_get_status_func = &ep_get_status;
-    t.ep_post_rdma_write_func = &ep_post_rdma_write;
-    t.ep_post_rdma_read_func = &ep_post_rdma_read;
+    t.ep_post_rdma_write_func = &ep_post_rdma<MLX5_OPCODE_RDMA_WRITE, &DAT_EP_ATTR::max_rdma_write_iov>;
+    t.ep_post_rdma_read_func = &ep_post_rdma<MLX5_OPCODE_RDMA_READ, &DAT_EP_ATTR::max_rdma_read_iov>;
     t.ep_post_recv_func = &ep_post_recv;
     t.ep_post_send_func = &ep_post_send;
     t.ep_disconnect_func = &ep_disconnect;
