@@ -1311,8 +1311,10 @@ DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, 
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     if (flags == 0 || (flags & ~(DAT_EVD_SOFTWARE_FLAG | DAT_EVD_DEFAULT_FLAG | DAT_EVD_ASYNC_FLAG)))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-    if (flags & ~kStreamsDeliveredSoFar)
-        return not_supported(); // RMR bind completions come with memory windows
+    // DAT_EVD_DEFAULT_FLAG includes the RMR bind stream; accepting it is
+    // harmless while dat_rmr_bind is unsupported (no such event can occur).
+    if (flags & ~(kStreamsDeliveredSoFar | DAT_EVD_RMR_BIND_FLAG))
+        return not_supported();
     if (cno != DAT_HANDLE_NULL)
         return not_supported(); // CNOs: not yet
     Evd* evd = new_evd(ia, qlen, flags);

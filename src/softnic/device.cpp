@@ -474,9 +474,11 @@ bool Device::receive(Qp& qp)
 {
     bool worked = false;
     bool peer_closed = false, broken = false;
-    std::uint8_t buf[65536];
+    // A member, not the stack: progress also runs on consumer threads, whose
+    // stacks may be small (dapltest's are).
+    std::uint8_t* const buf = receive_buffer_.data();
     while (qp.fd_ >= 0 && qp.state() == QpState::ready) {
-        const ssize_t n = ::recv(qp.fd_, buf, sizeof buf, 0);
+        const ssize_t n = ::recv(qp.fd_, buf, receive_buffer_.size(), 0);
         if (n > 0) {
             qp.in_.insert(qp.in_.end(), buf, buf + n);
             worked = true;

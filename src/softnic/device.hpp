@@ -172,6 +172,7 @@ private:
     std::vector<Qp*> qps_;
     std::vector<Cq*> cqs_;
     std::vector<std::uint8_t> gather_; // a send's bytes, gathered before they are framed
+    std::vector<std::uint8_t> receive_buffer_ = std::vector<std::uint8_t>(64 * 1024);
     int epoll_fd_ = -1;
     int wake_fd_ = -1;
     std::atomic<std::uint32_t> sleeping_{0};
