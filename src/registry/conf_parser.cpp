@@ -94,13 +94,15 @@ bool parse_entry(const std::vector<std::string>& fields, ConfEntry& entry, std::
 
 bool parse_u32(std::string_view text, std::uint32_t& value)
 {
-    if (text.empty() || text.size() > 10)
+    if (text.empty())
         return false;
     std::uint64_t v = 0;
     for (char c : text) {
         if (c < '0' || c > '9')
             return false;
         v = v * 10 + static_cast<unsigned>(c - '0');
+        if (v > UINT32_MAX) // stop before the accumulator could overflow; leading zeros never get here
+            return false;
     }
     if (v > UINT32_MAX)
         return false;

@@ -180,6 +180,12 @@ TEST(ConfParser, ParseU32)
     EXPECT_FALSE(parse_u32(" 1", v));
     EXPECT_FALSE(parse_u32("1 ", v));
     EXPECT_FALSE(parse_u32("99999999999", v));
+    // Leading zeros do not count against the range (found by a reviewer).
+    EXPECT_TRUE(parse_u32("00000000001", v));
+    EXPECT_EQ(v, 1u);
+    EXPECT_TRUE(parse_u32("000004294967295", v));
+    EXPECT_EQ(v, 4294967295u);
+    EXPECT_FALSE(parse_u32("000004294967296", v));
 }
 
 TEST(ConfParser, TokenizerReportsReasons)
