@@ -14,9 +14,9 @@ fi
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 fail=0
-port_hex=B0C0 # dtest's connection qualifier 45248
-
-listening() { grep -qi ":$port_hex .* 0A " /proc/net/tcp; }
+# dtest's server first listens on TCP 15828 (0x3DD4) for its own exchange
+# of parameters, then on connection qualifier 45248 (0xB0C0).
+listening() { grep -qiE ":(3DD4|B0C0) .* 0A " /proc/net/tcp; }
 
 run_pair() { # label, registry(ours|debian), dtest options...
     local label=$1 registry=$2; shift 2
