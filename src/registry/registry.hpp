@@ -25,7 +25,7 @@ constexpr DAT_RETURN dat_error(DAT_RETURN type, DAT_RETURN subtype = 0)
 // generation in bits 1-15 so that a closed handle stays invalid after its
 // slot is reused, the slot index above. An odd value is never a provider
 // object (those are at least 8-byte aligned), so the two never collide.
-constexpr bool is_tagged_ia(DAT_HANDLE h) { return (reinterpret_cast<std::uintptr_t>(h) & 1u) != 0; }
+inline bool is_tagged_ia(DAT_HANDLE h) { return (reinterpret_cast<std::uintptr_t>(h) & 1u) != 0; }
 
 // Maps a consumer's IA handle to the provider's. Accepts the tagged value
 // and also the provider's own IA pointer (providers report that one in
