@@ -181,7 +181,7 @@ bool SocketCm::accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<s
     return true;
 }
 
-bool SocketCm::reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data)
+bool SocketCm::reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data, RejectReason reason)
 {
     std::lock_guard lock(mutex_);
     auto it = conns_.find(request_id);
@@ -189,7 +189,7 @@ bool SocketCm::reject(std::uint64_t request_id, std::vector<std::uint8_t> privat
         return false;
     Message rej;
     rej.type = MessageType::reject;
-    rej.reason = static_cast<std::uint32_t>(RejectReason::consumer);
+    rej.reason = static_cast<std::uint32_t>(reason);
     rej.private_data = std::move(private_data);
     send_message(it->second.fd, rej); // delivery is not guaranteed (spec)
     ::shutdown(it->second.fd, SHUT_WR);

@@ -68,7 +68,9 @@ public:
     // on_result with the request's id. False for an unknown or answered id.
     bool accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<std::uint8_t> private_data,
                 std::chrono::milliseconds timeout);
-    bool reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data);
+    // `reason` other than consumer: the provider refused (the peer sees a non-peer reject).
+    bool reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data,
+                RejectReason reason = RejectReason::consumer);
 
 private:
     enum class State { connecting, wait_reply, wait_request, wait_consumer, wait_ready };

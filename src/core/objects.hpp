@@ -93,6 +93,7 @@ public:
     int waiters = 0;
     std::uint64_t unwaitable_epoch = 0; // bumped to release waiters
     bool aborted = false;               // the IA closed abruptly under a waiter
+    std::atomic<bool> overflow_reported{false}; // DAT_ASYNC_ERROR_EVD_OVERFLOW goes out once
     std::atomic<int> users{0};          // EPs and PSPs that report here
 
     // DTO stream: one software-NIC CQ serves every EP that reports here.

@@ -92,11 +92,45 @@ bool post_event(Evd* evd, const DAT_EVENT& event)
     return true;
 }
 
+// An event on the IA's async EVD. When that EVD fills up, its own overflow
+// is the last thing it reports (the spec calls that catastrophic).
+void post_async(Ia* ia, DAT_EVENT_NUMBER number, DAT_HANDLE about, DAT_COUNT reason)
+{
+    Evd* async = ia->async_evd;
+    if (!async)
+        return; // opened with DAT_EVD_ASYNC_EXISTS and none given: nowhere to report
+    DAT_EVENT e{};
+    e.event_number = number;
+    e.evd_handle = async;
+    e.event_data.asynch_error_event_data.dat_handle = about;
+    e.event_data.asynch_error_event_data.reason = reason;
+    std::lock_guard lock(async->mutex);
+    if (async->overflow_reported)
+        return;
+    if (static_cast<DAT_COUNT>(async->events.size()) >= async->qlen) {
+        async->overflow_reported = true;
+        e.event_number = DAT_ASYNC_ERROR_EVD_OVERFLOW;
+        e.event_data.asynch_error_event_data.dat_handle = async;
+        e.event_data.asynch_error_event_data.reason = DAT_EVD_OVERFLOW_ERROR;
+    }
+    async->events.push_back(e);
+    async->cv.notify_all();
+}
+
+// Once per EVD: events that did not fit were lost.
+void report_overflow(Evd* evd)
+{
+    if (!evd->overflow_reported.exchange(true))
+        post_async(evd->ia, DAT_ASYNC_ERROR_EVD_OVERFLOW, evd, DAT_EVD_OVERFLOW_ERROR);
+}
+
 // --- completions ----------------------------------------------------------------------
 
 void evd_notify(void* context)
 {
     auto* evd = static_cast<Evd*>(context);
+    if (evd->cq->overflowed()) // the software NIC breaks the connections that feed it
+        report_overflow(evd);
     std::lock_guard lock(evd->mutex);
     evd->cv.notify_all();
 }
@@ -195,10 +229,32 @@ void post_connection_event(Ep* ep, DAT_EVENT_NUMBER number, const std::uint8_t* 
     e.event_data.connect_event_data.ep_handle = ep;
     e.event_data.connect_event_data.private_data_size = static_cast<DAT_COUNT>(size);
     e.event_data.connect_event_data.private_data = size ? ep->event_pdata : nullptr;
-    post_event(ep->connect_evd, e);
+    if (!post_event(ep->connect_evd, e))
+        report_overflow(ep->connect_evd); // the event is lost; the connection is not affected
 }
 
 // --- EP --------------------------------------------------------------------------------
+
+// The INVALID_STATE subtype that names the state an EP is in now.
+DAT_RETURN_SUBTYPE ep_state_subtype(DAT_EP_STATE s)
+{
+    switch (s) {
+    case DAT_EP_STATE_UNCONNECTED: return DAT_INVALID_STATE_EP_UNCONNECTED;
+    case DAT_EP_STATE_UNCONFIGURED_UNCONNECTED: return DAT_INVALID_STATE_EP_UNCONFIGURED;
+    case DAT_EP_STATE_RESERVED: return DAT_INVALID_STATE_EP_RESERVED;
+    case DAT_EP_STATE_UNCONFIGURED_RESERVED: return DAT_INVALID_STATE_EP_UNCONFRESERVED;
+    case DAT_EP_STATE_PASSIVE_CONNECTION_PENDING: return DAT_INVALID_STATE_EP_PASSCONNPENDING;
+    case DAT_EP_STATE_UNCONFIGURED_PASSIVE: return DAT_INVALID_STATE_EP_UNCONFPASSIVE;
+    case DAT_EP_STATE_ACTIVE_CONNECTION_PENDING: return DAT_INVALID_STATE_EP_ACTCONNPENDING;
+    case DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING: return DAT_INVALID_STATE_EP_TENTCONNPENDING;
+    case DAT_EP_STATE_UNCONFIGURED_TENTATIVE: return DAT_INVALID_STATE_EP_UNCONFTENTATIVE;
+    case DAT_EP_STATE_CONNECTED: return DAT_INVALID_STATE_EP_CONNECTED;
+    case DAT_EP_STATE_DISCONNECT_PENDING: return DAT_INVALID_STATE_EP_DISCPENDING;
+    case DAT_EP_STATE_DISCONNECTED: return DAT_INVALID_STATE_EP_DISCONNECTED;
+    case DAT_EP_STATE_COMPLETION_PENDING: return DAT_INVALID_STATE_EP_COMPLPENDING;
+    default: return DAT_INVALID_STATE_EP_NOTREADY;
+    }
+}
 
 DAT_EP_ATTR default_ep_attr()
 {
@@ -226,10 +282,16 @@ constexpr std::uint32_t kMaxInline = 64;
 void ep_connection_ended(void* context, bool orderly)
 {
     // On the softnic's thread: the peer closed (orderly) or the link failed.
+    // Exactly one of DISCONNECTED or BROKEN per teardown: whoever moves the
+    // state first reports it.
     auto* ep = static_cast<Ep*>(context);
-    DAT_EP_STATE expected = DAT_EP_STATE_CONNECTED;
-    if (ep->state.compare_exchange_strong(expected, DAT_EP_STATE_DISCONNECTED))
-        post_connection_event(ep, orderly ? DAT_CONNECTION_EVENT_DISCONNECTED : DAT_CONNECTION_EVENT_BROKEN, nullptr, 0);
+    for (DAT_EP_STATE from : {DAT_EP_STATE_CONNECTED, DAT_EP_STATE_DISCONNECT_PENDING}) {
+        if (ep->state.compare_exchange_strong(from, DAT_EP_STATE_DISCONNECTED)) {
+            post_connection_event(ep, orderly ? DAT_CONNECTION_EVENT_DISCONNECTED : DAT_CONNECTION_EVENT_BROKEN,
+                                  nullptr, 0);
+            return;
+        }
+    }
 }
 
 // The queue pair needs its PZ and both DTO EVDs; built when all are known.
@@ -397,8 +459,8 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
         return error(DAT_INVALID_PARAMETER, timeout == 0 ? DAT_INVALID_ARG4 : DAT_INVALID_ARG5);
     if (qos != DAT_QOS_BEST_EFFORT || flags != DAT_CONNECT_DEFAULT_FLAG)
         return not_supported();
-    if (ep->state.load() != DAT_EP_STATE_UNCONNECTED)
-        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+    if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
+        return error(DAT_INVALID_STATE, ep_state_subtype(now));
     if (!remote || remote->sa_family != AF_INET)
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
     if (qual > 0xffff)
@@ -483,10 +545,17 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)
         std::lock_guard lock(ep->ia->cm_mutex);
         ep->ia->cm->cancel(ep->cm_id);
         ep->ia->attempts.erase(ep->cm_id);
-    } else if (s != DAT_EP_STATE_CONNECTED) {
-        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+    } else if (s == DAT_EP_STATE_CONNECTED && flags == DAT_CLOSE_GRACEFUL_FLAG) {
+        // Requests drain, then the connection ends; DISCONNECTED follows.
+        if (ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECT_PENDING))
+            ep->ia->device->disconnect_gracefully(ep->qp);
+        return DAT_SUCCESS;
+    } else if (s == DAT_EP_STATE_DISCONNECT_PENDING && flags == DAT_CLOSE_GRACEFUL_FLAG) {
+        return DAT_SUCCESS; // already draining
+    } else if (s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECT_PENDING) {
+        return error(DAT_INVALID_STATE, ep_state_subtype(s));
     }
-    // Graceful and abrupt end alike for now: outstanding work is flushed.
+    // Abrupt (or a graceful one during connection setup): flushed at once.
     if (!ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECTED))
         return DAT_SUCCESS; // the peer ended it first; its event is posted
     ep->ia->device->disconnect(ep->qp);
@@ -503,7 +572,7 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE handle)
     if (s == DAT_EP_STATE_UNCONNECTED)
         return DAT_SUCCESS;
     if (s != DAT_EP_STATE_DISCONNECTED)
-        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+        return error(DAT_INVALID_STATE, ep_state_subtype(s));
     drop_qp(ep); // a fresh queue pair for the next connection
     ep->state = DAT_EP_STATE_UNCONNECTED;
     return DAT_SUCCESS;
@@ -534,7 +603,7 @@ DAT_RETURN ep_free(DAT_EP_HANDLE handle)
     const DAT_EP_STATE s = ep->state.load();
     if (s == DAT_EP_STATE_RESERVED || s == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING ||
         s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING)
-        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_PASSCONNPENDING);
+        return error(DAT_INVALID_STATE, ep_state_subtype(s));
     if (ep->pz)
         --ep->pz->users;
     for (Evd* evd : {ep->recv_evd, ep->request_evd, ep->connect_evd})
@@ -556,7 +625,7 @@ DAT_RETURN check_request_state(Ep* ep)
     const DAT_EP_STATE s = ep->state.load(std::memory_order_relaxed);
     if (s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_DISCONNECTED) // the latter: flushed at once
         return ep->qp ? static_cast<DAT_RETURN>(DAT_SUCCESS) : error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
-    return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+    return error(DAT_INVALID_STATE, ep_state_subtype(s));
 }
 
 DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
@@ -641,12 +710,12 @@ void cm_request(Ia* ia, const cm::Request& r)
             psp = it->second;
     }
     if (!psp) {
-        ia->cm->reject(r.id, {});
+        ia->cm->reject(r.id, {}, cm::RejectReason::no_listener);
         return;
     }
     Cr* cr = make_object<Cr>();
     if (!cr) {
-        ia->cm->reject(r.id, {});
+        ia->cm->reject(r.id, {}, cm::RejectReason::full);
         return;
     }
     cr->provider = ia->provider;
@@ -666,8 +735,8 @@ void cm_request(Ia* ia, const cm::Request& r)
     d.conn_qual = psp->conn_qual;
     d.cr_handle = cr;
     d.truncate_flag = DAT_FALSE;
-    if (!post_event(psp->evd, e)) { // the CR EVD is full: as if nobody listened
-        ia->cm->reject(r.id, {});
+    if (!post_event(psp->evd, e)) { // the CR EVD is full: a non-peer reject, no overflow event (spec)
+        ia->cm->reject(r.id, {}, cm::RejectReason::full);
         destroy_object(cr);
     }
 }
@@ -807,8 +876,8 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
     Ep* ep = from_handle<Ep>(ep_handle);
     if (!ep || ep->ia != cr->ia)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-    if (ep->state.load() != DAT_EP_STATE_UNCONNECTED)
-        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_CONNECTED);
+    if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
+        return error(DAT_INVALID_STATE, ep_state_subtype(now));
     if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)
         return rc;
     Ia* ia = cr->ia;

@@ -5,12 +5,14 @@
 
 #include <endian.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +31,8 @@ enum FrameType : std::uint8_t {
     kReadResp = 4, // payload
     kAck = 5,      // a SEND or WRITE was placed
     kNak = 6,      // syndrome; the connection is broken after it
+    kDisconnect = 7, // an orderly end: the sender closes after it; a stream
+                     // that ends without one was broken (peer died, link cut)
 };
 enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2 };
 constexpr std::uint8_t kWireVersion = 1;
@@ -81,6 +85,21 @@ std::uint32_t round_pow2(std::uint32_t v)
 }
 
 std::uint32_t load_be32(const volatile __be32* p) { return be32toh(__atomic_load_n(p, __ATOMIC_ACQUIRE)); }
+
+// Whether the complete frames in `in` include the peer's orderly goodbye.
+bool has_disconnect_frame(const std::vector<std::uint8_t>& in)
+{
+    std::size_t pos = 0;
+    while (in.size() - pos >= kHeader) {
+        const WireHeader h = decode(in.data() + pos);
+        if (h.version != kWireVersion || h.length > kMaxMessageSize)
+            return false;
+        if (h.type == kDisconnect)
+            return true;
+        pos += kHeader + (h.type == kReadReq ? 0 : h.length);
+    }
+    return false;
+}
 
 } // namespace
 
@@ -231,9 +250,21 @@ bool Device::connect(Qp* qp, int fd)
 void Device::disconnect(Qp* qp)
 {
     std::lock_guard lock(mutex_);
-    if (qp->state() == QpState::ready)
-        fail(*qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
-    else
+    if (qp->state() == QpState::ready) {
+        // Say goodbye, so the peer reports DISCONNECTED rather than BROKEN.
+        // Bytes already queued go first; give them a moment, not forever.
+        send_frame(*qp, kDisconnect, 0, 0, 0, 0, 0, nullptr, 0);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+        while (qp->state() == QpState::ready && qp->out_sent_ < qp->out_.size() &&
+               std::chrono::steady_clock::now() < deadline) {
+            if (!flush_output(*qp)) {
+                pollfd p{qp->fd_, POLLOUT, 0};
+                ::poll(&p, 1, 10);
+            }
+        }
+        if (qp->state() == QpState::ready)
+            fail(*qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+    } else
         flush_all(*qp);
     qp->state_.store(QpState::error, std::memory_order_release);
     for (Cq* cq : {qp->send_cq_, qp->recv_cq_}) {
@@ -243,6 +274,37 @@ void Device::disconnect(Qp* qp)
                 fn(cq->notify_context_);
         }
     }
+}
+
+void Device::disconnect_gracefully(Qp* qp)
+{
+    {
+        std::lock_guard lock(mutex_);
+        if (qp->state() != QpState::ready || qp->drain_ != Qp::Drain::none)
+            return;
+        qp->drain_ = Qp::Drain::requests;
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+// A graceful disconnect: once every request has completed, the goodbye
+// frame goes out; once it is on the wire, the queue pair closes orderly.
+bool Device::advance_drain(Qp& qp)
+{
+    if (qp.drain_ == Qp::Drain::requests) {
+        const std::uint16_t published = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR]));
+        if (static_cast<std::uint16_t>(qp.sq_next_) != published || !qp.inflight_.empty() || qp.local_error_pending_)
+            return false;
+        send_frame(qp, kDisconnect, 0, 0, 0, 0, 0, nullptr, 0);
+        qp.drain_ = Qp::Drain::goodbye;
+        flush_output(qp);
+    }
+    if (qp.drain_ == Qp::Drain::goodbye && qp.state() == QpState::ready && qp.out_sent_ == qp.out_.size()) {
+        fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+        return true;
+    }
+    return false;
 }
 
 void Device::progress()
@@ -306,7 +368,22 @@ bool Device::progress_locked()
         busy |= flush_output(*qp);
         busy |= receive(*qp);
         busy |= flush_output(*qp);
-        update_epoll(*qp);
+        if (qp->drain_ != Qp::Drain::none && qp->state() == QpState::ready)
+            busy |= advance_drain(*qp);
+        if (qp->state() == QpState::ready)
+            update_epoll(*qp);
+    }
+    // A completion that found its CQ full was lost: as on an mlx5 device,
+    // every queue pair feeding that CQ fails (its consumer sees BROKEN).
+    for (Cq* cq : cqs_) {
+        if (!cq->overflowed() || cq->overflow_handled_)
+            continue;
+        cq->overflow_handled_ = true;
+        cq->pushed_ = true; // so its waiter wakes and sees the overflow
+        for (Qp* qp : qps_)
+            if ((qp->send_cq_ == cq || qp->recv_cq_ == cq) && qp->state() == QpState::ready)
+                fail(*qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+        busy = true;
     }
     return busy;
 }
@@ -499,7 +576,7 @@ bool Device::receive(Qp& qp)
     std::size_t pos = 0;
     while (qp.state() == QpState::ready && qp.in_.size() - pos >= kHeader) {
         const WireHeader h = decode(qp.in_.data() + pos);
-        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kNak) {
+        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kDisconnect) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
             break;
         }
@@ -517,8 +594,14 @@ bool Device::receive(Qp& qp)
     if (pos && qp.state() == QpState::ready) // fail() already discarded the input
         qp.in_.erase(qp.in_.begin(), qp.in_.begin() + static_cast<std::ptrdiff_t>(pos));
     // What arrived before the end of the stream (a NAK, say) counts first.
+    // The end is orderly only if the peer said so: a frame may still wait
+    // behind a send that has no receive buffer, so look past it.
     if ((peer_closed || broken) && qp.state() == QpState::ready) {
-        fail(qp, broken ? MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR : MLX5_CQE_SYNDROME_WR_FLUSH_ERR, broken);
+        const bool orderly = peer_closed && !broken && has_disconnect_frame(qp.in_);
+        if (orderly)
+            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+        else
+            fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
         worked = true;
     }
     return worked;
@@ -558,7 +641,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             ++qp.rq_next_;
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
-            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+            fail(qp, local, false); // broken here too, not an orderly end
             return false;
         }
         std::size_t done = 0;
@@ -587,7 +670,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         if (!memory_.check(h.rkey, h.addr, payload_len, kRemoteWrite, qp.pd_)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
-            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false); // memory untouched
+            fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // memory untouched; broken on this side too
             return false;
         }
         if (payload_len)
@@ -604,7 +687,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
-            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+            fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);
             return false;
         }
         send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(h.addr), h.length);
@@ -638,6 +721,9 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         }
         return true;
     }
+    case kDisconnect:
+        fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false); // orderly: the peer's DISCONNECTED
+        return false;
     case kNak:
         fail(qp, h.syndrome ? h.syndrome : static_cast<std::uint8_t>(MLX5_CQE_SYNDROME_REMOTE_OP_ERR), true);
         return false;
@@ -650,7 +736,7 @@ void Device::finish_local_error(Qp& qp)
     const Qp::InFlight& f = qp.local_error_wqe_;
     qp.send_cq_->push({MLX5_CQE_REQ_ERR, qp.local_error_syndrome_, false, f.wqe_index, 0, 0, qp.qpn_});
     qp.local_error_pending_ = false;
-    fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+    fail(qp, qp.local_error_syndrome_, false); // a local error breaks the connection
 }
 
 // The queue pair enters the error state: the oldest in-flight request gets

@@ -61,6 +61,7 @@ private:
     std::atomic<void (*)(void*)> notify_{nullptr};
     void* notify_context_ = nullptr;
     bool pushed_ = false; // since the last notification
+    bool overflow_handled_ = false;
 };
 
 enum class QpState { reset, ready, error };
@@ -119,6 +120,8 @@ private:
     void (*on_ended_)(void*, bool) = nullptr;
     void* on_ended_context_ = nullptr;
     bool ended_reported_ = false;
+    enum class Drain : std::uint8_t { none, requests, goodbye };
+    Drain drain_ = Drain::none; // a graceful disconnect in progress
 };
 
 class Device {
@@ -142,7 +145,11 @@ public:
     // socket the device now owns) and moves to the ready state.
     bool connect(Qp* qp, int fd);
     // Breaks the connection: every outstanding WQE completes as flushed.
+    // The peer is told it was deliberate (its side ends orderly).
     void disconnect(Qp* qp);
+    // Lets every posted request complete, then ends the connection orderly
+    // (the on_ended callback reports it); receives then flush.
+    void disconnect_gracefully(Qp* qp);
 
     // Doorbell wiring for fastpath::SendQueue.
     fastpath::SoftwareDoorbell doorbell() { return {&sleeping_, wake_fd_}; }
@@ -161,6 +168,7 @@ private:
     void fail(Qp& qp, std::uint8_t syndrome, bool requester_error);
     void finish_local_error(Qp& qp);
     void flush_all(Qp& qp);
+    bool advance_drain(Qp& qp);
     void update_epoll(Qp& qp);
     void send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
                     std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length);

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -394,4 +396,156 @@ TEST(Softnic, ManyMessagesKeepOrderAcrossQueueWrap)
         Sge r = sge_of(dst, kd, slot * 8, 8);
         ASSERT_TRUE(p.b.rq.post(&r, 1, slot));
     }
+}
+
+namespace {
+
+// Records how each side's connection ended (on the engine's thread).
+struct EndRecord {
+    std::atomic<int> calls{0};
+    std::atomic<bool> orderly{false};
+    static void on_ended(void* self, bool orderly)
+    {
+        auto* r = static_cast<EndRecord*>(self);
+        r->orderly = orderly;
+        ++r->calls;
+    }
+    bool wait(int ms = 5000)
+    {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+        while (calls.load() == 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return calls.load() > 0;
+    }
+};
+
+} // namespace
+
+TEST(Softnic, DeliberateDisconnectEndsThePeerOrderly)
+{
+    Pair p;
+    EndRecord a_end, b_end;
+    p.a.qp->set_on_ended(&EndRecord::on_ended, &a_end);
+    p.b.qp->set_on_ended(&EndRecord::on_ended, &b_end);
+    p.dev.disconnect(p.a.qp);
+    ASSERT_TRUE(b_end.wait());
+    EXPECT_TRUE(b_end.orderly.load());
+    EXPECT_EQ(b_end.calls.load(), 1);
+}
+
+TEST(Softnic, StreamEndingWithoutGoodbyeIsBrokenAndFailsTheOldestRequest)
+{
+    softnic::Device dev;
+    const std::uint32_t pd = dev.alloc_pd();
+    Endpoint a(dev, pd);
+    EndRecord a_end;
+    a.qp->set_on_ended(&EndRecord::on_ended, &a_end);
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ASSERT_TRUE(dev.connect(a.qp, sv[0]));
+    std::vector<char> buf(64, 'x');
+    const auto kb = dev.memory().add(reinterpret_cast<std::uintptr_t>(buf.data()), 64, kAll, pd);
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        Sge s = sge_of(buf, kb);
+        ASSERT_TRUE(a.sq.post(MLX5_OPCODE_SEND, &s, 1, 64, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, i));
+    }
+    a.sq.ring();
+    char sink[4096];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    std::size_t got = 0; // the three sends reach the "peer", which then dies without a word
+    while (got < 3 * (24 + 64) && std::chrono::steady_clock::now() < deadline) {
+        const ssize_t n = recv(sv[1], sink, sizeof sink, MSG_DONTWAIT);
+        if (n > 0)
+            got += static_cast<std::size_t>(n);
+        else
+            dev.progress();
+    }
+    ASSERT_EQ(got, 3u * (24 + 64));
+    close(sv[1]);
+    mlx5_cqe64 c;
+    ASSERT_TRUE(a.next(a.send_cq, c));
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR);
+    EXPECT_EQ(be16toh(c.wqe_counter), 0);
+    for (std::uint16_t i = 1; i < 3; ++i) {
+        ASSERT_TRUE(a.next(a.send_cq, c));
+        EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+        EXPECT_EQ(be16toh(c.wqe_counter), i);
+    }
+    ASSERT_TRUE(a_end.wait());
+    EXPECT_FALSE(a_end.orderly.load());
+}
+
+TEST(Softnic, GracefulDisconnectCompletesRequestsThenEndsBothSidesOrderly)
+{
+    Pair p;
+    EndRecord a_end, b_end;
+    p.a.qp->set_on_ended(&EndRecord::on_ended, &a_end);
+    p.b.qp->set_on_ended(&EndRecord::on_ended, &b_end);
+    std::vector<char> src(4096, 's'), dst(4096 * 5, 0);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    for (std::uint64_t i = 0; i < 5; ++i) { // one more receive than sends: it is flushed at the end
+        Sge r = sge_of(dst, kd, i * 4096, 4096);
+        ASSERT_TRUE(p.b.rq.post(&r, 1, i));
+    }
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        Sge s = sge_of(src, ks);
+        ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 4096, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, i));
+    }
+    p.a.sq.ring();
+    p.dev.disconnect_gracefully(p.a.qp); // at once: the sends must still all complete
+    mlx5_cqe64 c;
+    for (std::uint16_t i = 0; i < 4; ++i) {
+        ASSERT_TRUE(p.a.next(p.a.send_cq, c)) << i;
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ) << i;
+        ASSERT_TRUE(p.b.next(p.b.recv_cq, c)) << i;
+        EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND) << i;
+        EXPECT_EQ(be32toh(c.byte_cnt), 4096u);
+    }
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+    ASSERT_TRUE(a_end.wait());
+    ASSERT_TRUE(b_end.wait());
+    EXPECT_TRUE(a_end.orderly.load());
+    EXPECT_TRUE(b_end.orderly.load());
+    EXPECT_EQ(std::count(dst.begin(), dst.begin() + 4 * 4096, 's'), 4 * 4096);
+}
+
+TEST(Softnic, CompletionQueueOverflowBreaksItsQueuePairs)
+{
+    softnic::Device dev;
+    const std::uint32_t pd = dev.alloc_pd();
+    softnic::Cq* small = dev.create_cq(2);
+    softnic::Cq* big = dev.create_cq(64);
+    softnic::Qp* receiver = dev.create_qp(pd, big, small, 16, 16, 1, 0);
+    Endpoint sender(dev, pd);
+    EndRecord receiver_end, sender_end;
+    receiver->set_on_ended(&EndRecord::on_ended, &receiver_end);
+    sender.qp->set_on_ended(&EndRecord::on_ended, &sender_end);
+    std::vector<std::uint64_t> cookies(receiver->descriptor().rq.wqe_cnt);
+    fastpath::RecvQueue rq;
+    rq.init(receiver->descriptor(), cookies.data());
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ASSERT_TRUE(dev.connect(receiver, sv[0]));
+    ASSERT_TRUE(dev.connect(sender.qp, sv[1]));
+    std::vector<char> buf(8 * 8, 'o');
+    const auto kb = dev.memory().add(reinterpret_cast<std::uintptr_t>(buf.data()), buf.size(), kAll, pd);
+    for (std::uint64_t i = 0; i < 8; ++i) {
+        Sge r = sge_of(buf, kb, i * 8, 8);
+        ASSERT_TRUE(rq.post(&r, 1, i));
+    }
+    for (std::uint64_t i = 0; i < 4; ++i) { // four receive completions for a CQ of two, never polled
+        Sge s = sge_of(buf, kb, 0, 8);
+        ASSERT_TRUE(sender.sq.post(MLX5_OPCODE_SEND, &s, 1, 8, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, i));
+    }
+    sender.sq.ring();
+    ASSERT_TRUE(receiver_end.wait());
+    EXPECT_FALSE(receiver_end.orderly.load());
+    EXPECT_TRUE(small->overflowed());
+    ASSERT_TRUE(sender_end.wait());
+    EXPECT_FALSE(sender_end.orderly.load()); // the peer vanished without a goodbye
+    dev.destroy_qp(receiver);
+    dev.destroy_cq(small);
+    dev.destroy_cq(big);
 }
