@@ -23,6 +23,7 @@ namespace fastdapl::core {
 class Evd;
 class Ep;
 class Psp;
+class Cno;
 
 class Ia : public Object {
 public:
@@ -99,6 +100,23 @@ public:
     // DTO stream: one software-NIC CQ serves every EP that reports here.
     softnic::Cq* cq = nullptr;
     fastpath::CompletionQueue cq_view;
+    std::atomic<Cno*> cno{nullptr}; // notified of new events while enabled and not waited on
+};
+
+// Consumer notification object: wakes one waiter per trigger, calls (and
+// detaches) its proxy agent, or makes its eventfd readable.
+class Cno : public Object {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_CNO;
+    std::mutex mutex;
+    std::condition_variable cv;
+    DAT_OS_WAIT_PROXY_AGENT agent{nullptr, nullptr};
+    int fd = -1;                    // dat_cno_fd_create: an eventfd, else -1
+    int pending = 0;                // triggers not yet taken by a waiter (merged: 0 or 1)
+    Evd* last_trigger = nullptr;    // for dat_cno_trigger and the waiters' hint
+    int waiters = 0;
+    std::uint64_t release_epoch = 0; // bumped when the IA closes or its last EVD goes
+    std::atomic<int> users{0};       // EVDs that feed it
 };
 
 class Psp : public Object {

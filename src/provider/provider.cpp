@@ -6,6 +6,7 @@
 #include "objects.hpp"
 
 #include <arpa/inet.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -81,14 +82,46 @@ Evd* new_evd(Ia* ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags)
     return evd;
 }
 
+// --- CNO triggering -------------------------------------------------------------
+
+// One trigger: a waiter wakes (or the next wait returns at once), the agent
+// is called once and detached, the eventfd becomes readable.
+void trigger_cno(Cno* cno, Evd* evd)
+{
+    DAT_OS_WAIT_PROXY_AGENT agent{nullptr, nullptr};
+    {
+        std::lock_guard lock(cno->mutex);
+        cno->last_trigger = evd;
+        cno->pending = 1; // several triggers before a wake-up merge into one
+        std::swap(agent, cno->agent);
+        if (cno->fd >= 0) {
+            const std::uint64_t one = 1;
+            [[maybe_unused]] ssize_t n = ::write(cno->fd, &one, sizeof one);
+        }
+        cno->cv.notify_one();
+    }
+    if (agent.proxy_agent_func) // outside the lock: the agent may call us
+        agent.proxy_agent_func(agent.instance_data, evd);
+}
+
+// The CNO to trigger for a new event, read under the EVD's lock: none while
+// the EVD is disabled or a thread waits on it directly.
+Cno* cno_to_trigger(Evd* evd) { return evd->enabled && evd->waiters == 0 ? evd->cno.load() : nullptr; }
+
 // Queues an event; false when the queue is full.
 bool post_event(Evd* evd, const DAT_EVENT& event)
 {
-    std::lock_guard lock(evd->mutex);
-    if (static_cast<DAT_COUNT>(evd->events.size()) >= evd->qlen)
-        return false;
-    evd->events.push_back(event);
-    evd->cv.notify_all();
+    Cno* cno;
+    {
+        std::lock_guard lock(evd->mutex);
+        if (static_cast<DAT_COUNT>(evd->events.size()) >= evd->qlen)
+            return false;
+        evd->events.push_back(event);
+        evd->cv.notify_all();
+        cno = cno_to_trigger(evd);
+    }
+    if (cno)
+        trigger_cno(cno, evd);
     return true;
 }
 
@@ -131,8 +164,14 @@ void evd_notify(void* context)
     auto* evd = static_cast<Evd*>(context);
     if (evd->cq->overflowed()) // the software NIC breaks the connections that feed it
         report_overflow(evd);
-    std::lock_guard lock(evd->mutex);
-    evd->cv.notify_all();
+    Cno* cno;
+    {
+        std::lock_guard lock(evd->mutex);
+        evd->cv.notify_all();
+        cno = cno_to_trigger(evd);
+    }
+    if (cno)
+        trigger_cno(cno, evd);
 }
 
 Ep* ep_of_qpn(Ia* ia, std::uint32_t qpn)
@@ -916,6 +955,197 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID
     return DAT_SUCCESS;
 }
 
+// --- CNO ------------------------------------------------------------------------------
+
+bool agent_valid(const DAT_OS_WAIT_PROXY_AGENT& a) { return a.proxy_agent_func || !a.instance_data; }
+
+DAT_RETURN cno_make(Ia* ia, const DAT_OS_WAIT_PROXY_AGENT& agent, int fd, DAT_CNO_HANDLE* out)
+{
+    Cno* cno = make_object<Cno>();
+    if (!cno)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    cno->provider = ia->provider;
+    cno->ia = ia;
+    cno->agent = agent;
+    cno->fd = fd;
+    ia->adopt(cno);
+    *out = cno;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cno_create(DAT_IA_HANDLE handle, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    if (!agent_valid(agent))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (!out)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    return cno_make(ia, agent, -1, out);
+}
+
+DAT_RETURN cno_fd_create(DAT_IA_HANDLE handle, DAT_FD* fd_out, DAT_CNO_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    if (!fd_out || !out)
+        return error(DAT_INVALID_PARAMETER, !fd_out ? DAT_INVALID_ARG2 : DAT_INVALID_ARG3);
+    // Readable after a trigger; reading it (or dat_cno_wait) re-arms it.
+    const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    if (DAT_RETURN rc = cno_make(ia, DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr}, fd, out); rc != DAT_SUCCESS) {
+        ::close(fd);
+        return rc;
+    }
+    *fd_out = fd;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cno_modify_agent(DAT_CNO_HANDLE handle, DAT_OS_WAIT_PROXY_AGENT agent)
+{
+    Cno* cno = from_handle<Cno>(handle);
+    if (!cno)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    if (!agent_valid(agent))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    std::lock_guard lock(cno->mutex);
+    if (cno->fd >= 0)
+        return error(DAT_INVALID_STATE); // its file descriptor is its agent for good
+    cno->agent = agent;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cno_query(DAT_CNO_HANDLE handle, DAT_CNO_PARAM_MASK mask, DAT_CNO_PARAM* param)
+{
+    Cno* cno = from_handle<Cno>(handle);
+    if (!cno)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    // The Linux values are not bit flags (PROXY = 3, ALL = 4): any of them fills everything.
+    if (static_cast<unsigned>(mask) > DAT_CNO_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !param)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (!mask)
+        return DAT_SUCCESS;
+    std::lock_guard lock(cno->mutex);
+    std::memset(param, 0, sizeof *param);
+    param->ia_handle = cno->ia;
+    if (cno->fd >= 0) {
+        param->proxy_type = DAT_PROXY_TYPE_FD;
+        param->proxy.fd = cno->fd;
+    } else if (cno->agent.proxy_agent_func) {
+        param->proxy_type = DAT_PROXY_TYPE_AGENT;
+        param->proxy.agent = cno->agent;
+    } else {
+        param->proxy_type = DAT_PROXY_TYPE_NONE;
+        param->proxy.agent = DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr};
+    }
+    return DAT_SUCCESS;
+}
+
+void destroy_cno(Cno* cno)
+{
+    if (cno->fd >= 0)
+        ::close(cno->fd);
+    destroy_object(cno);
+}
+
+DAT_RETURN cno_free(DAT_CNO_HANDLE handle)
+{
+    Cno* cno = from_handle<Cno>(handle);
+    if (!cno)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    {
+        std::lock_guard lock(cno->mutex);
+        if (cno->users.load() > 0 || cno->waiters > 0)
+            return error(DAT_INVALID_STATE, cno->waiters > 0 ? DAT_INVALID_STATE_CNO_DEAD : DAT_INVALID_STATE_CNO_IN_USE);
+    }
+    cno->ia->forget(cno);
+    destroy_cno(cno);
+    return DAT_SUCCESS;
+}
+
+// Wakes every waiter with a NULL EVD (the IA closes, or no EVD feeds it any more).
+void release_cno_waiters(Cno* cno)
+{
+    std::unique_lock lock(cno->mutex);
+    ++cno->release_epoch;
+    cno->cv.notify_all();
+    while (cno->waiters > 0) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+    }
+}
+
+DAT_RETURN cno_wait(DAT_CNO_HANDLE handle, DAT_TIMEOUT timeout, DAT_EVD_HANDLE* evd_out)
+{
+    Cno* cno = from_handle<Cno>(handle);
+    if (!cno)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    if (!evd_out)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    std::unique_lock lock(cno->mutex);
+    ++cno->waiters;
+    const std::uint64_t epoch = cno->release_epoch;
+    auto woken = [&] { return cno->pending > 0 || cno->release_epoch != epoch; };
+    if (timeout == DAT_TIMEOUT_INFINITE)
+        cno->cv.wait(lock, woken);
+    else
+        cno->cv.wait_for(lock, std::chrono::microseconds(timeout), woken);
+    --cno->waiters;
+    if (cno->pending > 0) {
+        cno->pending = 0; // this waiter takes the trigger
+        *evd_out = cno->last_trigger;
+        if (cno->fd >= 0) { // taken here: the descriptor is no longer readable
+            std::uint64_t drained;
+            [[maybe_unused]] ssize_t n = ::read(cno->fd, &drained, sizeof drained);
+        }
+        return DAT_SUCCESS;
+    }
+    *evd_out = DAT_HANDLE_NULL;
+    if (cno->release_epoch != epoch)
+        return DAT_SUCCESS; // released: the hint is NULL
+    return error(DAT_QUEUE_EMPTY);
+}
+
+DAT_RETURN cno_trigger(DAT_CNO_HANDLE handle, DAT_EVD_HANDLE* evd_out)
+{
+    Cno* cno = from_handle<Cno>(handle);
+    if (!cno)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    if (!evd_out)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    std::lock_guard lock(cno->mutex);
+    *evd_out = cno->last_trigger;
+    return DAT_SUCCESS;
+}
+
+// Moves an EVD from its CNO (if any) to `to` (may be NULL).
+void link_cno(Evd* evd, Cno* to)
+{
+    Cno* from = evd->cno.exchange(to);
+    if (to)
+        ++to->users;
+    if (from && --from->users == 0)
+        release_cno_waiters(from); // nothing can trigger it any more
+}
+
+DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE handle, DAT_CNO_HANDLE cno_handle)
+{
+    Evd* evd = from_handle<Evd>(handle);
+    if (!evd)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+    Cno* cno = cno_handle ? from_handle<Cno>(cno_handle) : nullptr;
+    if (cno_handle && (!cno || cno->ia != evd->ia))
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
+    link_cno(evd, cno);
+    return DAT_SUCCESS;
+}
+
 // --- IA -------------------------------------------------------------------------
 
 DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE* async_evd, DAT_IA_HANDLE* ia_out)
@@ -996,6 +1226,7 @@ void destroy_any(Object* o)
     case DAT_HANDLE_TYPE_EVD: {
         auto* evd = static_cast<Evd*>(o);
         release_waiters(evd);
+        link_cno(evd, nullptr); // CNOs go after every EVD
         if (evd->cq)
             evd->ia->device->destroy_cq(evd->cq);
         destroy_object(evd);
@@ -1007,6 +1238,12 @@ void destroy_any(Object* o)
     case DAT_HANDLE_TYPE_PSP:
         destroy_psp(static_cast<Psp*>(o));
         break;
+    case DAT_HANDLE_TYPE_CNO: {
+        auto* cno = static_cast<Cno*>(o);
+        release_cno_waiters(cno);
+        destroy_cno(cno);
+        break;
+    }
     default:
         break;
     }
@@ -1036,6 +1273,9 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
             destroy_any(*it);
     ia->cm.reset(); // no callback runs after this
     for (auto it = objects.rbegin(); it != objects.rend(); ++it)
+        if ((*it)->magic == kObjectMagic && (*it)->type != DAT_HANDLE_TYPE_CNO)
+            destroy_any(*it);
+    for (auto it = objects.rbegin(); it != objects.rend(); ++it) // last: EVDs may still have named them
         if ((*it)->magic == kObjectMagic)
             destroy_any(*it);
     ia->children = 0;
@@ -1384,8 +1624,9 @@ DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, 
     // harmless while dat_rmr_bind is unsupported (no such event can occur).
     if (flags & ~(kStreamsDeliveredSoFar | DAT_EVD_RMR_BIND_FLAG))
         return not_supported();
-    if (cno != DAT_HANDLE_NULL)
-        return not_supported(); // CNOs: not yet
+    Cno* linked = cno ? from_handle<Cno>(cno) : nullptr;
+    if (cno && (!linked || linked->ia != ia))
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO);
     Evd* evd = new_evd(ia, qlen, flags);
     if (!evd)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -1398,6 +1639,8 @@ DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, 
         evd->cq_view.init(evd->cq->descriptor());
         evd->cq->set_notify(&evd_notify, evd);
     }
+    if (linked)
+        link_cno(evd, linked);
     ia->adopt(evd);
     *out = evd;
     return DAT_SUCCESS;
@@ -1420,7 +1663,7 @@ DAT_RETURN evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_PAR
     param->evd_state = static_cast<DAT_EVD_STATE>((evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
                                                   (evd->waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE) |
                                                   DAT_EVD_STATE_CONFIG_THRESHOLD);
-    param->cno_handle = DAT_HANDLE_NULL;
+    param->cno_handle = evd->cno.load();
     param->evd_flags = evd->flags;
     return DAT_SUCCESS;
 }
@@ -1440,6 +1683,7 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE handle)
     if (evd->users.load() > 0)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
     evd->ia->forget(evd);
+    link_cno(evd, nullptr);
     if (evd->cq)
         evd->ia->device->destroy_cq(evd->cq);
     destroy_object(evd);
@@ -1642,13 +1886,13 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.ep_query_func = &ep_query;
     t.ep_create_func = &ep_create;
     // Issue 3 (EP, connections, DTOs, CNO) and issue 4 (SRQ) fill these.
-    FASTDAPL_LATER(cno_create_func);
-    FASTDAPL_LATER(cno_modify_agent_func);
-    FASTDAPL_LATER(cno_query_func);
-    FASTDAPL_LATER(cno_free_func);
-    FASTDAPL_LATER(cno_wait_func);
+    t.cno_create_func = &cno_create;
+    t.cno_modify_agent_func = &cno_modify_agent;
+    t.cno_query_func = &cno_query;
+    t.cno_free_func = &cno_free;
+    t.cno_wait_func = &cno_wait;
     FASTDAPL_LATER(cr_handoff_func);
-    FASTDAPL_LATER(evd_modify_cno_func);
+    t.evd_modify_cno_func = &evd_modify_cno;
     FASTDAPL_LATER(ep_modify_func);
     FASTDAPL_LATER(ep_dup_connect_func);
     FASTDAPL_LATER(rmr_create_func);
@@ -1674,8 +1918,8 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     FASTDAPL_LATER(rmr_create_for_ep_func);
     FASTDAPL_LATER(ep_post_send_with_invalidate_func);
     FASTDAPL_LATER(ep_post_rdma_read_to_rmr_func);
-    FASTDAPL_LATER(cno_fd_create_func);
-    FASTDAPL_LATER(cno_trigger_func);
+    t.cno_fd_create_func = &cno_fd_create;
+    t.cno_trigger_func = &cno_trigger;
     FASTDAPL_LATER(ia_ha_related_func);
     t.handle_extendedop_func = [](DAT_HANDLE, DAT_EXTENDED_OP, va_list) { return not_supported(); };
 }
