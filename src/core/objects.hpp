@@ -126,12 +126,24 @@ public:
     Evd* evd = nullptr;
     DAT_PSP_FLAGS flags = DAT_PSP_CONSUMER_FLAG;
     std::uint64_t listener_id = 0;
+    // A reserved service point: its one endpoint, and whether its single
+    // connection request has come.
+    Ep* reserved_ep = nullptr;
+    std::atomic<bool> fired{false};
+};
+
+// An RSP is a PSP bound to one endpoint that takes one request; only its
+// handle type differs.
+class Rsp : public Psp {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_RSP;
 };
 
 class Cr : public Object {
 public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_CR;
     Psp* psp = nullptr;
+    Ep* ep = nullptr; // the RSP's endpoint, for a request on an RSP
     std::uint64_t request_id = 0;
     sockaddr_in remote{};
     DAT_CONN_QUAL conn_qual = 0;

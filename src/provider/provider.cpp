@@ -317,6 +317,8 @@ DAT_EP_ATTR default_ep_attr()
 }
 
 constexpr std::uint32_t kMaxInline = 64;
+constexpr DAT_COUNT kMaxDtosPerEp = 1 << 14;
+constexpr DAT_COUNT kMaxRdmaReadPerEp = 16;
 
 void ep_connection_ended(void* context, bool orderly)
 {
@@ -373,6 +375,34 @@ void drop_qp(Ep* ep)
 
 bool dto_evd(Evd* evd) { return evd && (evd->flags & DAT_EVD_DTO_FLAG) && evd->cq; }
 
+// Fills zero fields with the provider's defaults (the reference reads zero
+// so and consumers rely on it), then checks what the softnic can do.
+DAT_RETURN complete_ep_attr(DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE which_arg)
+{
+    const DAT_EP_ATTR d = default_ep_attr();
+    for (auto [field, fallback] : {std::pair{&a.max_recv_dtos, d.max_recv_dtos}, {&a.max_request_dtos, d.max_request_dtos},
+                                   {&a.max_recv_iov, d.max_recv_iov}, {&a.max_request_iov, d.max_request_iov},
+                                   {&a.max_rdma_read_iov, d.max_rdma_read_iov},
+                                   {&a.max_rdma_write_iov, d.max_rdma_write_iov}})
+        if (*field == 0)
+            *field = fallback;
+    if (a.max_message_size == 0)
+        a.max_message_size = d.max_message_size;
+    if (a.max_rdma_size == 0)
+        a.max_rdma_size = d.max_rdma_size;
+    const auto sge_ok = [](DAT_COUNT n) { return n > 0 && n <= static_cast<DAT_COUNT>(softnic::kMaxSge); };
+    const auto depth_ok = [](DAT_COUNT n) { return n > 0 && n <= kMaxDtosPerEp; };
+    if (a.service_type != DAT_SERVICE_TYPE_RC || !depth_ok(a.max_recv_dtos) || !depth_ok(a.max_request_dtos) ||
+        !sge_ok(a.max_recv_iov) || !sge_ok(a.max_request_iov) || !sge_ok(a.max_rdma_read_iov) ||
+        !sge_ok(a.max_rdma_write_iov) || a.max_message_size > softnic::kMaxMessageSize ||
+        a.max_rdma_size > softnic::kMaxMessageSize || a.max_rdma_read_in < 0 || a.max_rdma_read_out < 0 ||
+        a.max_rdma_read_in > kMaxRdmaReadPerEp || a.max_rdma_read_out > kMaxRdmaReadPerEp)
+        return error(DAT_INVALID_PARAMETER, which_arg);
+    if (a.qos != DAT_QOS_BEST_EFFORT)
+        return not_supported();
+    return DAT_SUCCESS;
+}
+
 DAT_RETURN ep_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv, DAT_EVD_HANDLE request,
                      DAT_EVD_HANDLE connect, const DAT_EP_ATTR* attr, DAT_EP_HANDLE* out)
 {
@@ -395,31 +425,8 @@ DAT_RETURN ep_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HAND
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
     DAT_EP_ATTR a = attr ? *attr : default_ep_attr();
     if (attr) {
-        // Zero asks for the provider's default (the reference reads it so; consumers rely on it).
-        const DAT_EP_ATTR d = default_ep_attr();
-        if (a.max_message_size == 0)
-            a.max_message_size = d.max_message_size;
-        if (a.max_rdma_size == 0)
-            a.max_rdma_size = d.max_rdma_size;
-        if (a.max_recv_dtos == 0)
-            a.max_recv_dtos = d.max_recv_dtos;
-        if (a.max_request_dtos == 0)
-            a.max_request_dtos = d.max_request_dtos;
-        if (a.max_recv_iov == 0)
-            a.max_recv_iov = d.max_recv_iov;
-        if (a.max_request_iov == 0)
-            a.max_request_iov = d.max_request_iov;
-        if (a.max_rdma_read_iov == 0)
-            a.max_rdma_read_iov = d.max_rdma_read_iov;
-        if (a.max_rdma_write_iov == 0)
-            a.max_rdma_write_iov = d.max_rdma_write_iov;
-        if (a.service_type != DAT_SERVICE_TYPE_RC || a.max_recv_dtos <= 0 || a.max_request_dtos <= 0 ||
-            a.max_recv_iov <= 0 || a.max_request_iov <= 0 || a.max_recv_iov > static_cast<DAT_COUNT>(softnic::kMaxSge) ||
-            a.max_request_iov > static_cast<DAT_COUNT>(softnic::kMaxSge) || a.max_message_size > softnic::kMaxMessageSize ||
-            a.max_rdma_size > softnic::kMaxMessageSize || a.max_recv_dtos > (1 << 14) || a.max_request_dtos > (1 << 14))
-            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
-        if (a.qos != DAT_QOS_BEST_EFFORT)
-            return not_supported();
+        if (DAT_RETURN rc = complete_ep_attr(a, DAT_INVALID_ARG6); rc != DAT_SUCCESS)
+            return rc;
     }
     Ep* ep = make_object<Ep>();
     if (!ep)
@@ -431,6 +438,8 @@ DAT_RETURN ep_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HAND
     ep->request_evd = q;
     ep->connect_evd = c;
     ep->attr = a;
+    if (!(pz && r && q && c))
+        ep->state = DAT_EP_STATE_UNCONFIGURED_UNCONNECTED; // dat_ep_modify completes it
     if (pz && r && q && c) {
         if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS) {
             destroy_object(ep);
@@ -470,6 +479,139 @@ DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM* 
     p->connect_evd_handle = ep->connect_evd;
     p->srq_handle = DAT_HANDLE_NULL;
     p->ep_attr = ep->attr;
+    return DAT_SUCCESS;
+}
+
+// Table 5 of the spec: what dat_ep_modify may change, and when. Only the
+// states this provider has are listed (no provider-created EPs yet).
+constexpr DAT_EP_PARAM_MASK kEpNeverModifiable = DAT_EP_FIELD_IA_HANDLE | DAT_EP_FIELD_EP_STATE |
+                                                 DAT_EP_FIELD_LOCAL_PORT_QUAL | DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR |
+                                                 DAT_EP_FIELD_REMOTE_PORT_QUAL | DAT_EP_FIELD_SRQ_HANDLE |
+                                                 DAT_EP_FIELD_EP_ATTR_SRQ_SOFT_HW;
+constexpr DAT_EP_PARAM_MASK kEpQueueShape = DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE |
+                                            DAT_EP_FIELD_REQUEST_EVD_HANDLE | DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS |
+                                            DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS | DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV |
+                                            DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV;
+
+DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM* p)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if ((mask & ~DAT_EP_FIELD_ALL) || (mask & kEpNeverModifiable))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (!mask)
+        return DAT_SUCCESS;
+    if (!p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    Ia* ia = ep->ia;
+    // The common connection model (communicators) is not offered; the local
+    // address can only be the IA's own.
+    if (mask & DAT_EP_FIELD_COMM)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (mask & DAT_EP_FIELD_LOCAL_IA_ADDRESS_PTR) {
+        const auto* own = reinterpret_cast<const sockaddr_in*>(&ia->address);
+        const auto* asked = reinterpret_cast<const sockaddr_in*>(p->local_ia_address_ptr);
+        if (!asked || asked->sin_family != AF_INET || asked->sin_addr.s_addr != own->sin_addr.s_addr)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    }
+    const DAT_EP_ATTR& in = p->ep_attr;
+    if (((mask & DAT_EP_FIELD_EP_ATTR_NUM_TRANSPORT_ATTR) && in.ep_transport_specific_count != 0) ||
+        ((mask & DAT_EP_FIELD_EP_ATTR_NUM_PROVIDER_ATTR) && in.ep_provider_specific_count != 0))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // this provider has none
+    // New objects: of this IA, with the right streams.
+    Pz* pz = ep->pz;
+    Evd* r = ep->recv_evd;
+    Evd* q = ep->request_evd;
+    Evd* c = ep->connect_evd;
+    if (mask & DAT_EP_FIELD_PZ_HANDLE) {
+        pz = p->pz_handle ? from_handle<Pz>(p->pz_handle) : nullptr;
+        if (p->pz_handle && (!pz || pz->ia != ia))
+            return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+    }
+    auto evd_arg = [&](DAT_EVD_HANDLE h, Evd*& into, bool (*fits)(Evd*), DAT_RETURN_SUBTYPE bad) -> DAT_RETURN {
+        into = h ? from_handle<Evd>(h) : nullptr;
+        return h && (!into || !fits(into) || into->ia != ia) ? error(DAT_INVALID_HANDLE, bad) : static_cast<DAT_RETURN>(DAT_SUCCESS);
+    };
+    auto conn_evd = [](Evd* e) { return (e->flags & DAT_EVD_CONNECTION_FLAG) != 0; };
+    if (mask & DAT_EP_FIELD_RECV_EVD_HANDLE)
+        if (DAT_RETURN rc = evd_arg(p->recv_evd_handle, r, &dto_evd, DAT_INVALID_HANDLE_EVD_RECV); rc != DAT_SUCCESS)
+            return rc;
+    if (mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE)
+        if (DAT_RETURN rc = evd_arg(p->request_evd_handle, q, &dto_evd, DAT_INVALID_HANDLE_EVD_REQUEST); rc != DAT_SUCCESS)
+            return rc;
+    if (mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE)
+        if (DAT_RETURN rc = evd_arg(p->connect_evd_handle, c, conn_evd, DAT_INVALID_HANDLE_EVD_CONN); rc != DAT_SUCCESS)
+            return rc;
+    // New attributes: the masked fields over the current ones, then checked.
+    DAT_EP_ATTR a = ep->attr;
+    const std::pair<DAT_EP_PARAM_MASK, void (*)(DAT_EP_ATTR&, const DAT_EP_ATTR&)> fields[] = {
+        {DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.service_type = i.service_type; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_message_size = i.max_message_size; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_rdma_size = i.max_rdma_size; }},
+        {DAT_EP_FIELD_EP_ATTR_QOS, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.qos = i.qos; }},
+        {DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS,
+         [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.recv_completion_flags = i.recv_completion_flags; }},
+        {DAT_EP_FIELD_EP_ATTR_REQUEST_COMPLETION_FLAGS,
+         [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.request_completion_flags = i.request_completion_flags; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_recv_dtos = i.max_recv_dtos; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_request_dtos = i.max_request_dtos; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_recv_iov = i.max_recv_iov; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_request_iov = i.max_request_iov; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_rdma_read_in = i.max_rdma_read_in; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_rdma_read_out = i.max_rdma_read_out; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IOV, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_rdma_read_iov = i.max_rdma_read_iov; }},
+        {DAT_EP_FIELD_EP_ATTR_MAX_RDMA_WRITE_IOV, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_rdma_write_iov = i.max_rdma_write_iov; }},
+    };
+    for (const auto& [bit, copy] : fields)
+        if (mask & bit)
+            copy(a, in);
+    if (DAT_RETURN rc = complete_ep_attr(a, DAT_INVALID_ARG3); rc != DAT_SUCCESS)
+        return DAT_GET_TYPE(rc) == DAT_MODEL_NOT_SUPPORTED ? error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3) : rc;
+    // Everything here may change only before a connection is sought or
+    // accepted; the PZ only while quiescent (Table 5).
+    const DAT_EP_STATE s = ep->state.load();
+    const bool quiescent = s == DAT_EP_STATE_UNCONNECTED || s == DAT_EP_STATE_UNCONFIGURED_UNCONNECTED ||
+                           s == DAT_EP_STATE_UNCONFIGURED_RESERVED || s == DAT_EP_STATE_UNCONFIGURED_PASSIVE;
+    const bool before_connection = quiescent || s == DAT_EP_STATE_RESERVED || s == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+    if (!before_connection || ((mask & DAT_EP_FIELD_PZ_HANDLE) && !quiescent))
+        return error(DAT_INVALID_STATE, ep_state_subtype(s));
+    // The queue pair is built for its PZ, CQs and sizes: a new one is made
+    // on next use. Receives already posted would be lost, so not then.
+    const bool reshape = (mask & kEpQueueShape) != 0;
+    if (reshape && ep->qp) {
+        if (ep->rq.outstanding() > 0)
+            return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+        drop_qp(ep);
+    }
+    if (pz != ep->pz) {
+        if (pz)
+            ++pz->users;
+        if (ep->pz)
+            --ep->pz->users;
+        ep->pz = pz;
+    }
+    for (auto [slot, to] : {std::pair{&ep->recv_evd, r}, {&ep->request_evd, q}, {&ep->connect_evd, c}}) {
+        if (*slot == to)
+            continue;
+        if (to)
+            ++to->users;
+        if (*slot)
+            --(*slot)->users;
+        *slot = to;
+    }
+    ep->attr = a;
+    // Completing the configuration leaves the unconfigured sub-state for
+    // its configured twin (spec 6.6.2); there is no way back.
+    if (ep->pz && ep->recv_evd && ep->request_evd && ep->connect_evd) {
+        for (auto [from, to] : {std::pair{DAT_EP_STATE_UNCONFIGURED_UNCONNECTED, DAT_EP_STATE_UNCONNECTED},
+                                {DAT_EP_STATE_UNCONFIGURED_RESERVED, DAT_EP_STATE_RESERVED},
+                                {DAT_EP_STATE_UNCONFIGURED_PASSIVE, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING}}) {
+            DAT_EP_STATE expected = from;
+            if (ep->state.compare_exchange_strong(expected, to))
+                break;
+        }
+    }
     return DAT_SUCCESS;
 }
 
@@ -641,7 +783,8 @@ DAT_RETURN ep_free(DAT_EP_HANDLE handle)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     const DAT_EP_STATE s = ep->state.load();
     if (s == DAT_EP_STATE_RESERVED || s == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING ||
-        s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING)
+        s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING || s == DAT_EP_STATE_UNCONFIGURED_RESERVED ||
+        s == DAT_EP_STATE_UNCONFIGURED_PASSIVE)
         return error(DAT_INVALID_STATE, ep_state_subtype(s));
     if (ep->pz)
         --ep->pz->users;
@@ -748,7 +891,8 @@ void cm_request(Ia* ia, const cm::Request& r)
         if (it != ia->listeners.end())
             psp = it->second;
     }
-    if (!psp) {
+    // An RSP takes one request; later ones are refused as if nobody listened.
+    if (!psp || (psp->reserved_ep && psp->fired.exchange(true))) {
         ia->cm->reject(r.id, {}, cm::RejectReason::no_listener);
         return;
     }
@@ -769,7 +913,16 @@ void cm_request(Ia* ia, const cm::Request& r)
     e.event_number = DAT_CONNECTION_REQUEST_EVENT;
     e.evd_handle = psp->evd;
     auto& d = e.event_data.cr_arrival_event_data;
-    d.sp_handle.psp_handle = psp;
+    d.sp_handle.psp_handle = psp; // the same slot as rsp_handle
+    if (Ep* ep = psp->reserved_ep) {
+        cr->ep = ep;
+        // The endpoint is pending before the consumer can see the request.
+        DAT_EP_STATE from = DAT_EP_STATE_RESERVED;
+        if (!ep->state.compare_exchange_strong(from, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)) {
+            from = DAT_EP_STATE_UNCONFIGURED_RESERVED;
+            ep->state.compare_exchange_strong(from, DAT_EP_STATE_UNCONFIGURED_PASSIVE);
+        }
+    }
     d.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->address);
     d.conn_qual = psp->conn_qual;
     d.cr_handle = cr;
@@ -781,7 +934,7 @@ void cm_request(Ia* ia, const cm::Request& r)
 }
 
 DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HANDLE evd_handle, DAT_PSP_FLAGS flags,
-                             DAT_PSP_HANDLE* out)
+                             DAT_PSP_HANDLE* out, Ep* reserved_ep = nullptr)
 {
     Evd* evd = from_handle<Evd>(evd_handle);
     if (!evd || !(evd->flags & DAT_EVD_CR_FLAG) || evd->ia != ia)
@@ -794,13 +947,14 @@ DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HAND
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
     if (!any && (*qual == 0 || *qual > 0xffff))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // qualifiers are TCP ports 1..65535 here
-    Psp* psp = make_object<Psp>();
+    Psp* psp = reserved_ep ? make_object<Rsp>() : make_object<Psp>();
     if (!psp)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     psp->provider = ia->provider;
     psp->ia = ia;
     psp->evd = evd;
     psp->flags = flags;
+    psp->reserved_ep = reserved_ep;
     psp->listener_id = reinterpret_cast<std::uintptr_t>(psp);
     std::uint16_t port = any ? 0 : static_cast<std::uint16_t>(*qual);
     {
@@ -820,6 +974,10 @@ DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HAND
     }
     psp->conn_qual = port;
     *qual = port;
+    if (reserved_ep) // unconfigured stays unconfigured (spec 6.6.2)
+        reserved_ep->state = reserved_ep->state.load() == DAT_EP_STATE_UNCONFIGURED_UNCONNECTED
+                                 ? DAT_EP_STATE_UNCONFIGURED_RESERVED
+                                 : DAT_EP_STATE_RESERVED;
     ++evd->users;
     ia->adopt(psp);
     *out = psp;
@@ -884,6 +1042,61 @@ DAT_RETURN psp_free(DAT_PSP_HANDLE handle)
     return DAT_SUCCESS;
 }
 
+DAT_RETURN rsp_create(DAT_IA_HANDLE handle, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep_handle, DAT_EVD_HANDLE evd,
+                      DAT_RSP_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    if (!ep_handle)
+        return not_supported(); // provider-created endpoints: ep_creator is DAT_PSP_CREATES_EP_NEVER
+    Ep* ep = from_handle<Ep>(ep_handle);
+    if (!ep || ep->ia != ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (const DAT_EP_STATE s = ep->state.load();
+        s != DAT_EP_STATE_UNCONNECTED && s != DAT_EP_STATE_UNCONFIGURED_UNCONNECTED)
+        return error(DAT_INVALID_STATE, ep_state_subtype(s));
+    if (qual == 0)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    return psp_create_common(ia, &qual, false, evd, DAT_PSP_CONSUMER_FLAG, out, ep);
+}
+
+DAT_RETURN rsp_query(DAT_RSP_HANDLE handle, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM* p)
+{
+    Rsp* rsp = from_handle<Rsp>(handle);
+    if (!rsp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
+    if (mask & ~DAT_RSP_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (mask) {
+        p->ia_handle = rsp->ia;
+        p->conn_qual = rsp->conn_qual;
+        p->evd_handle = rsp->evd;
+        p->ep_handle = rsp->reserved_ep;
+    }
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN rsp_free(DAT_RSP_HANDLE handle)
+{
+    Rsp* rsp = from_handle<Rsp>(handle);
+    if (!rsp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
+    // The endpoint returns to the consumer unless a request already took it.
+    Ep* ep = rsp->reserved_ep;
+    DAT_EP_STATE s = DAT_EP_STATE_RESERVED;
+    if (!ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONNECTED)) {
+        s = DAT_EP_STATE_UNCONFIGURED_RESERVED;
+        ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONFIGURED_UNCONNECTED);
+    }
+    rsp->ia->forget(rsp);
+    --rsp->evd->users;
+    destroy_psp(rsp);
+    return DAT_SUCCESS;
+}
+
 DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* p)
 {
     Cr* cr = from_handle<Cr>(handle);
@@ -898,7 +1111,7 @@ DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* 
         p->remote_port_qual = ntohs(cr->remote.sin_port);
         p->private_data_size = static_cast<DAT_COUNT>(cr->private_data_size);
         p->private_data = cr->private_data_size ? cr->private_data : nullptr;
-        p->local_ep_handle = DAT_HANDLE_NULL;
+        p->local_ep_handle = cr->ep; // the RSP's endpoint; none for a PSP
     }
     return DAT_SUCCESS;
 }
@@ -910,13 +1123,22 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
     if (pdata_size < 0 || pdata_size > static_cast<DAT_COUNT>(cm::kMaxPrivateData) || (pdata_size && !pdata))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // the CR stays usable
-    if (!ep_handle)
-        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // we never create EPs for PSPs
-    Ep* ep = from_handle<Ep>(ep_handle);
-    if (!ep || ep->ia != cr->ia)
-        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-    if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
-        return error(DAT_INVALID_STATE, ep_state_subtype(now));
+    Ep* ep = nullptr;
+    if (cr->ep) { // an RSP's request: only its own endpoint may take it
+        if (ep_handle && ep_handle != cr->ep)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+        ep = cr->ep;
+        if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)
+            return error(DAT_INVALID_STATE, ep_state_subtype(now));
+    } else {
+        if (!ep_handle)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // we never create EPs for PSPs
+        ep = from_handle<Ep>(ep_handle);
+        if (!ep || ep->ia != cr->ia)
+            return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+        if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
+            return error(DAT_INVALID_STATE, ep_state_subtype(now));
+    }
     if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)
         return rc;
     Ia* ia = cr->ia;
@@ -951,6 +1173,13 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
     cr->ia->cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
+    if (cr->ep) { // an RSP's endpoint goes back to the consumer
+        DAT_EP_STATE s = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+        if (!cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONNECTED)) {
+            s = DAT_EP_STATE_UNCONFIGURED_PASSIVE;
+            cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONFIGURED_UNCONNECTED);
+        }
+    }
     destroy_object(cr);
     return DAT_SUCCESS;
 }
@@ -1238,6 +1467,9 @@ void destroy_any(Object* o)
     case DAT_HANDLE_TYPE_PSP:
         destroy_psp(static_cast<Psp*>(o));
         break;
+    case DAT_HANDLE_TYPE_RSP:
+        destroy_psp(static_cast<Rsp*>(o));
+        break;
     case DAT_HANDLE_TYPE_CNO: {
         auto* cno = static_cast<Cno*>(o);
         release_cno_waiters(cno);
@@ -1269,7 +1501,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
         objects.insert(objects.begin(), ia->async_evd);
     // Connections first (EPs and PSPs, which use the CM), then the rest.
     for (auto it = objects.rbegin(); it != objects.rend(); ++it)
-        if ((*it)->type == DAT_HANDLE_TYPE_EP || (*it)->type == DAT_HANDLE_TYPE_PSP)
+        if ((*it)->type == DAT_HANDLE_TYPE_EP || (*it)->type == DAT_HANDLE_TYPE_PSP || (*it)->type == DAT_HANDLE_TYPE_RSP)
             destroy_any(*it);
     ia->cm.reset(); // no callback runs after this
     for (auto it = objects.rbegin(); it != objects.rend(); ++it)
@@ -1293,9 +1525,9 @@ void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
     a->hardware_version_minor = kProviderMinor;
     a->ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->address);
     a->max_eps = 1 << 16;
-    a->max_dto_per_ep = 1 << 14;
-    a->max_rdma_read_per_ep_in = 16;
-    a->max_rdma_read_per_ep_out = 16;
+    a->max_dto_per_ep = kMaxDtosPerEp;
+    a->max_rdma_read_per_ep_in = kMaxRdmaReadPerEp;
+    a->max_rdma_read_per_ep_out = kMaxRdmaReadPerEp;
     a->max_evds = 1 << 16;
     a->max_evd_qlen = kMaxEvdQlen;
     a->max_iov_segments_per_dto = softnic::kMaxSge;
@@ -1893,15 +2125,15 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.cno_wait_func = &cno_wait;
     FASTDAPL_LATER(cr_handoff_func);
     t.evd_modify_cno_func = &evd_modify_cno;
-    FASTDAPL_LATER(ep_modify_func);
+    t.ep_modify_func = &ep_modify;
     FASTDAPL_LATER(ep_dup_connect_func);
     FASTDAPL_LATER(rmr_create_func);
     FASTDAPL_LATER(rmr_query_func);
     FASTDAPL_LATER(rmr_bind_func);
     FASTDAPL_LATER(rmr_free_func);
-    FASTDAPL_LATER(rsp_create_func);
-    FASTDAPL_LATER(rsp_query_func);
-    FASTDAPL_LATER(rsp_free_func);
+    t.rsp_create_func = &rsp_create;
+    t.rsp_query_func = &rsp_query;
+    t.rsp_free_func = &rsp_free;
     FASTDAPL_LATER(ep_create_with_srq_func);
     FASTDAPL_LATER(ep_recv_query_func);
     FASTDAPL_LATER(ep_set_watermark_func);

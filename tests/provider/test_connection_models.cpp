@@ -1,0 +1,351 @@
+// libfastdapl through the public DAT API: reserved service points,
+// dat_ep_modify (Table 5 of the spec), graceful disconnect and DTO EVD
+// overflow, on one IA over loopback.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include <dat2/udat.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr DAT_RETURN kOk = DAT_SUCCESS;
+constexpr DAT_TIMEOUT kWait = 5000000; // 5 s, in µs
+DAT_RETURN type_of(DAT_RETURN rc) { return DAT_GET_TYPE(rc); }
+DAT_RETURN t(DAT_RETURN type) { return type; }
+
+class Models : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        ASSERT_EQ(dat_ia_open(const_cast<char*>("fastdapl-tcp"), 16, &async, &ia), kOk);
+        ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+        for (DAT_EVD_HANDLE* evd : {&dto_a, &dto_b})
+            ASSERT_EQ(dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd), kOk);
+        for (DAT_EVD_HANDLE* evd : {&conn_a, &conn_b})
+            ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, evd), kOk);
+        ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), kOk);
+        DAT_IA_ATTR attr{};
+        ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), kOk);
+        address = attr.ia_address_ptr;
+        buffer.assign(1 << 16, 0);
+        DAT_REGION_DESCRIPTION region{};
+        region.for_va = buffer.data();
+        DAT_VLEN size;
+        DAT_VADDR va;
+        ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, buffer.size(), pz, DAT_MEM_PRIV_ALL_FLAG,
+                                 DAT_VA_TYPE_VA, &lmr, &lmr_context, &rmr_context, &size, &va),
+                  kOk);
+    }
+    void TearDown() override
+    {
+        if (ia) {
+            EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+        }
+    }
+    DAT_EP_HANDLE make_ep(DAT_EVD_HANDLE dto, DAT_EVD_HANDLE conn, const DAT_EP_ATTR* attr = nullptr)
+    {
+        DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+        EXPECT_EQ(dat_ep_create(ia, pz, dto, dto, conn, attr, &ep), kOk);
+        return ep;
+    }
+    DAT_EVENT next(DAT_EVD_HANDLE evd)
+    {
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
+        EXPECT_EQ(dat_evd_wait(evd, kWait, 1, &e, &nmore), kOk);
+        return e;
+    }
+    DAT_EP_STATE state_of(DAT_EP_HANDLE ep)
+    {
+        DAT_EP_STATE s;
+        EXPECT_EQ(dat_ep_get_status(ep, &s, nullptr, nullptr), kOk);
+        return s;
+    }
+    DAT_LMR_TRIPLET piece(std::size_t offset, DAT_SEG_LENGTH length)
+    {
+        return {reinterpret_cast<DAT_VADDR>(buffer.data() + offset), length, lmr_context};
+    }
+    // An active EP connected to a passive one through a PSP.
+    void connect_pair(DAT_EP_HANDLE& active, DAT_EP_HANDLE& passive)
+    {
+        active = make_ep(dto_a, conn_a);
+        passive = make_ep(dto_b, conn_b);
+        DAT_CONN_QUAL qual = 0;
+        DAT_PSP_HANDLE psp;
+        ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+        ASSERT_EQ(dat_ep_connect(active, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                  kOk);
+        DAT_EVENT e = next(cr_evd);
+        ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+        ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, passive, 0, nullptr), kOk);
+        ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+        ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+        ASSERT_EQ(dat_psp_free(psp), kOk);
+    }
+
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE dto_a, dto_b, conn_a, conn_b, cr_evd;
+    DAT_IA_ADDRESS_PTR address = nullptr;
+    std::vector<char> buffer;
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lmr_context;
+    DAT_RMR_CONTEXT rmr_context;
+};
+
+TEST_F(Models, ReservedServicePointTakesOneRequestForItsEndpoint)
+{
+    DAT_EP_HANDLE reserved = make_ep(dto_b, conn_b);
+    DAT_RSP_HANDLE rsp;
+    EXPECT_EQ(type_of(dat_rsp_create(ia, 0, reserved, cr_evd, &rsp)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_rsp_create(ia, 47311, reserved, conn_b, &rsp)), t(DAT_INVALID_HANDLE)); // not a CR EVD
+    EXPECT_EQ(type_of(dat_rsp_create(ia, 47311, DAT_HANDLE_NULL, cr_evd, &rsp)), t(DAT_MODEL_NOT_SUPPORTED));
+    ASSERT_EQ(dat_rsp_create(ia, 47311, reserved, cr_evd, &rsp), kOk);
+    EXPECT_EQ(state_of(reserved), DAT_EP_STATE_RESERVED);
+    EXPECT_EQ(type_of(dat_ep_free(reserved)), t(DAT_INVALID_STATE)); // free the RSP first
+    DAT_EP_HANDLE other = make_ep(dto_b, conn_b);
+    DAT_RSP_HANDLE second;
+    EXPECT_EQ(type_of(dat_rsp_create(ia, 47312, reserved, cr_evd, &second)), t(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_rsp_create(ia, 47311, other, cr_evd, &second)), t(DAT_CONN_QUAL_IN_USE));
+
+    DAT_HANDLE_TYPE type;
+    ASSERT_EQ(dat_get_handle_type(rsp, &type), kOk);
+    EXPECT_EQ(type, DAT_HANDLE_TYPE_RSP);
+    DAT_RSP_PARAM param{};
+    ASSERT_EQ(dat_rsp_query(rsp, DAT_RSP_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.conn_qual, 47311u);
+    EXPECT_EQ(param.evd_handle, cr_evd);
+    EXPECT_EQ(param.ep_handle, reserved);
+    EXPECT_EQ(type_of(dat_rsp_query(rsp, static_cast<DAT_RSP_PARAM_MASK>(0x100), &param)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_psp_free(rsp)), t(DAT_INVALID_HANDLE)); // an RSP is not a PSP
+
+    // The first request reaches the reserved endpoint; a second one is refused.
+    DAT_EP_HANDLE first = make_ep(dto_a, conn_a);
+    DAT_EP_HANDLE late = make_ep(dto_a, conn_a);
+    ASSERT_EQ(dat_ep_connect(first, address, 47311, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    EXPECT_EQ(e.event_data.cr_arrival_event_data.sp_handle.rsp_handle, rsp);
+    EXPECT_EQ(state_of(reserved), DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
+    DAT_CR_PARAM cr{};
+    ASSERT_EQ(dat_cr_query(e.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &cr), kOk);
+    EXPECT_EQ(cr.local_ep_handle, reserved);
+    ASSERT_EQ(dat_ep_connect(late, address, 47311, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    EXPECT_EQ(type_of(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, other, 0, nullptr)),
+              t(DAT_INVALID_PARAMETER)); // only its own endpoint
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, DAT_HANDLE_NULL, 0, nullptr), kOk);
+    // conn_a carries both active EPs' events: the refused one and the established one.
+    bool established = false, refused = false;
+    for (int i = 0; i < 2; ++i) {
+        e = next(conn_a);
+        if (e.event_data.connect_event_data.ep_handle == first)
+            established = e.event_number == DAT_CONNECTION_EVENT_ESTABLISHED;
+        else
+            refused = e.event_number == DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+    }
+    EXPECT_TRUE(established);
+    EXPECT_TRUE(refused);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(dat_rsp_free(rsp), kOk);
+    EXPECT_EQ(state_of(reserved), DAT_EP_STATE_CONNECTED); // it was taken before the free
+    EXPECT_EQ(type_of(dat_rsp_free(rsp)), t(DAT_INVALID_HANDLE));
+}
+
+TEST_F(Models, RejectOnAnRspAndFreeingAnUnusedRspGiveTheEndpointBack)
+{
+    DAT_EP_HANDLE reserved = make_ep(dto_b, conn_b);
+    DAT_RSP_HANDLE rsp;
+    ASSERT_EQ(dat_rsp_create(ia, 47321, reserved, cr_evd, &rsp), kOk);
+    ASSERT_EQ(dat_rsp_free(rsp), kOk);
+    EXPECT_EQ(state_of(reserved), DAT_EP_STATE_UNCONNECTED);
+
+    ASSERT_EQ(dat_rsp_create(ia, 47321, reserved, cr_evd, &rsp), kOk);
+    DAT_EP_HANDLE active = make_ep(dto_a, conn_a);
+    ASSERT_EQ(dat_ep_connect(active, address, 47321, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(dat_cr_reject(e.event_data.cr_arrival_event_data.cr_handle, 0, nullptr), kOk);
+    EXPECT_EQ(state_of(reserved), DAT_EP_STATE_UNCONNECTED);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_PEER_REJECTED);
+    ASSERT_EQ(dat_rsp_free(rsp), kOk);
+    EXPECT_EQ(dat_ep_free(reserved), kOk);
+}
+
+TEST_F(Models, ModifyFollowsTable5)
+{
+    // Created without a connect EVD: unconfigured, cannot connect.
+    DAT_EP_HANDLE ep;
+    ASSERT_EQ(dat_ep_create(ia, pz, dto_a, dto_a, DAT_HANDLE_NULL, nullptr, &ep), kOk);
+    EXPECT_EQ(state_of(ep), DAT_EP_STATE_UNCONFIGURED_UNCONNECTED);
+    DAT_RETURN rc = dat_ep_connect(ep, address, 1, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+    EXPECT_EQ(type_of(rc), t(DAT_INVALID_STATE));
+    EXPECT_EQ(DAT_GET_SUBTYPE(rc), DAT_INVALID_STATE_EP_UNCONFIGURED);
+
+    DAT_EP_PARAM p{};
+    p.connect_evd_handle = dto_a; // not a connection EVD
+    EXPECT_EQ(type_of(dat_ep_modify(ep, DAT_EP_FIELD_CONNECT_EVD_HANDLE, &p)), t(DAT_INVALID_HANDLE));
+    p.connect_evd_handle = conn_a;
+    EXPECT_EQ(type_of(dat_ep_modify(ep, DAT_EP_FIELD_CONNECT_EVD_HANDLE, nullptr)), t(DAT_INVALID_PARAMETER));
+    ASSERT_EQ(dat_ep_modify(ep, DAT_EP_FIELD_CONNECT_EVD_HANDLE, &p), kOk);
+    EXPECT_EQ(state_of(ep), DAT_EP_STATE_UNCONNECTED);
+
+    // Never modifiable, whatever the state.
+    for (DAT_EP_PARAM_MASK never : {DAT_EP_FIELD_IA_HANDLE, DAT_EP_FIELD_EP_STATE, DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR,
+                                    DAT_EP_FIELD_REMOTE_PORT_QUAL, DAT_EP_FIELD_LOCAL_PORT_QUAL, DAT_EP_FIELD_SRQ_HANDLE,
+                                    DAT_EP_FIELD_EP_ATTR_SRQ_SOFT_HW})
+        EXPECT_EQ(type_of(dat_ep_modify(ep, never, &p)), t(DAT_INVALID_PARAMETER)) << never;
+
+    // Attributes: checked, applied, queried back.
+    ASSERT_EQ(dat_ep_query(ep, DAT_EP_FIELD_ALL, &p), kOk);
+    p.ep_attr.max_recv_dtos = 7;
+    p.ep_attr.max_request_iov = 3;
+    ASSERT_EQ(dat_ep_modify(ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS | DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV, &p), kOk);
+    DAT_EP_PARAM q{};
+    ASSERT_EQ(dat_ep_query(ep, DAT_EP_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.ep_attr.max_recv_dtos, 7);
+    EXPECT_EQ(q.ep_attr.max_request_iov, 3);
+    EXPECT_EQ(q.connect_evd_handle, conn_a);
+    const DAT_COUNT recv_iov_before = q.ep_attr.max_recv_iov;
+    p.ep_attr.max_recv_iov = 1000;
+    EXPECT_EQ(type_of(dat_ep_modify(ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV, &p)), t(DAT_INVALID_PARAMETER));
+    p.ep_attr.service_type = static_cast<DAT_SERVICE_TYPE>(0x77);
+    EXPECT_EQ(type_of(dat_ep_modify(ep, DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE, &p)), t(DAT_INVALID_PARAMETER));
+    ASSERT_EQ(dat_ep_query(ep, DAT_EP_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.ep_attr.max_recv_iov, recv_iov_before); // a refused modify changes nothing
+    EXPECT_EQ(q.ep_attr.service_type, DAT_SERVICE_TYPE_RC);
+
+    // A receive posted: the queue shape is fixed now.
+    DAT_LMR_TRIPLET r = piece(0, 64);
+    ASSERT_EQ(dat_ep_post_recv(ep, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    p.ep_attr.max_recv_dtos = 9;
+    EXPECT_EQ(type_of(dat_ep_modify(ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, &p)), t(DAT_INVALID_STATE));
+    ASSERT_EQ(dat_ep_free(ep), kOk);
+
+    // Connected: nothing may change.
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    ASSERT_EQ(dat_ep_query(a, DAT_EP_FIELD_ALL, &p), kOk);
+    rc = dat_ep_modify(a, DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE, &p);
+    EXPECT_EQ(type_of(rc), t(DAT_INVALID_STATE));
+    EXPECT_EQ(DAT_GET_SUBTYPE(rc), DAT_INVALID_STATE_EP_CONNECTED);
+}
+
+TEST_F(Models, ModifiedEndpointMovesDataWithItsNewQueues)
+{
+    // A new recv EVD and depth before connecting: completions land there.
+    DAT_EVD_HANDLE fresh;
+    ASSERT_EQ(dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &fresh), kOk);
+    DAT_EP_HANDLE a, b;
+    a = make_ep(dto_a, conn_a);
+    b = make_ep(dto_b, conn_b);
+    DAT_EP_PARAM p{};
+    p.recv_evd_handle = fresh;
+    p.ep_attr.max_recv_dtos = 3;
+    ASSERT_EQ(dat_ep_modify(b, DAT_EP_FIELD_RECV_EVD_HANDLE | DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, &p), kOk);
+    EXPECT_EQ(type_of(dat_evd_free(fresh)), t(DAT_INVALID_STATE)); // in use by b now
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_ep_connect(a, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), kOk);
+    ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    DAT_LMR_TRIPLET r = piece(4096, 128), s = piece(0, 100);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{.as_64 = 5}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_ep_post_send(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 6}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    e = next(fresh);
+    ASSERT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 5u);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 100u);
+    EXPECT_EQ(next(dto_a).event_data.dto_completion_event_data.user_cookie.as_64, 6u);
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+}
+
+TEST_F(Models, GracefulDisconnectCompletesRequestsThenDisconnectsBothSides)
+{
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    constexpr int kSends = 8;
+    for (int i = 0; i <= kSends; ++i) { // one receive more than sends: flushed at the end
+        DAT_LMR_TRIPLET r = piece(32768 + static_cast<std::size_t>(i) * 1024, 1024);
+        ASSERT_EQ(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{.as_64 = static_cast<DAT_UINT64>(i)},
+                                   DAT_COMPLETION_DEFAULT_FLAG),
+                  kOk);
+    }
+    for (int i = 0; i < kSends; ++i) {
+        DAT_LMR_TRIPLET s = piece(0, 1024);
+        ASSERT_EQ(dat_ep_post_send(a, 1, &s, DAT_DTO_COOKIE{.as_64 = static_cast<DAT_UINT64>(i)},
+                                   DAT_COMPLETION_DEFAULT_FLAG),
+                  kOk);
+    }
+    ASSERT_EQ(dat_ep_disconnect(a, DAT_CLOSE_GRACEFUL_FLAG), kOk);
+    const DAT_EP_STATE s = state_of(a);
+    EXPECT_TRUE(s == DAT_EP_STATE_DISCONNECT_PENDING || s == DAT_EP_STATE_DISCONNECTED) << s;
+    if (s == DAT_EP_STATE_DISCONNECT_PENDING) {
+        DAT_LMR_TRIPLET extra = piece(0, 8);
+        const DAT_RETURN rc = dat_ep_post_send(a, 1, &extra, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG);
+        EXPECT_EQ(type_of(rc), t(DAT_INVALID_STATE));
+        EXPECT_EQ(DAT_GET_SUBTYPE(rc), DAT_INVALID_STATE_EP_DISCPENDING);
+        EXPECT_EQ(dat_ep_disconnect(a, DAT_CLOSE_GRACEFUL_FLAG), kOk); // no effect
+    }
+    for (int i = 0; i < kSends; ++i) {
+        DAT_EVENT e = next(dto_a);
+        ASSERT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << i;
+        EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, static_cast<DAT_UINT64>(i));
+    }
+    for (int i = 0; i <= kSends; ++i) {
+        DAT_EVENT e = next(dto_b);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, static_cast<DAT_UINT64>(i));
+        EXPECT_EQ(e.event_data.dto_completion_event_data.status, i < kSends ? DAT_DTO_SUCCESS : DAT_DTO_ERR_FLUSHED);
+    }
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+    EXPECT_EQ(state_of(a), DAT_EP_STATE_DISCONNECTED);
+    EXPECT_EQ(state_of(b), DAT_EP_STATE_DISCONNECTED);
+    DAT_EVENT e;
+    EXPECT_EQ(type_of(dat_evd_dequeue(conn_a, &e)), t(DAT_QUEUE_EMPTY)); // exactly one event per side
+    EXPECT_EQ(type_of(dat_evd_dequeue(conn_b, &e)), t(DAT_QUEUE_EMPTY));
+}
+
+TEST_F(Models, DtoEvdOverflowIsReportedAndBreaksItsConnections)
+{
+    // The receiver's DTO EVD holds 2 events; 4 receive completions arrive
+    // without being reaped.
+    DAT_EVD_HANDLE tiny;
+    ASSERT_EQ(dat_evd_create(ia, 2, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &tiny), kOk);
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a), b = make_ep(tiny, conn_b);
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_ep_connect(a, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), kOk);
+    ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    for (int i = 0; i < 4; ++i) {
+        DAT_LMR_TRIPLET r = piece(4096 + static_cast<std::size_t>(i) * 64, 64);
+        ASSERT_EQ(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    }
+    for (int i = 0; i < 4; ++i) {
+        DAT_LMR_TRIPLET s = piece(0, 64);
+        ASSERT_EQ(dat_ep_post_send(a, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    }
+    e = next(async);
+    EXPECT_EQ(e.event_number, DAT_ASYNC_ERROR_EVD_OVERFLOW);
+    EXPECT_EQ(e.event_data.asynch_error_event_data.dat_handle, tiny);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(type_of(dat_evd_dequeue(async, &e)), t(DAT_QUEUE_EMPTY)); // reported once
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+}
+
+} // namespace
