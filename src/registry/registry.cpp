@@ -9,6 +9,7 @@
 #include <dat2/dat_registry.h>
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdarg>
 #include <cstdio>
@@ -48,6 +49,9 @@ struct Entry {
     bool initialised = false;
     const DAT_PROVIDER* provider = nullptr; // set by dat_registry_add_provider
     int open_count = 0;
+    // The entry whose library was being initialised when this provider
+    // registered: its registration goes when that library is unloaded.
+    const Entry* registered_during = nullptr;
 };
 
 struct IaSlot {
@@ -63,6 +67,7 @@ struct State {
     bool conf_found = false;
     std::string conf_path;
     std::vector<std::unique_ptr<Entry>> entries;
+    const Entry* initialising = nullptr; // whose dat_provider_init is running
 
     std::mutex table_mutex; // IA handle table; never held across provider calls
     std::vector<IaSlot> slots{1}; // slot 0 unused: its handles would look NULL-ish
@@ -82,6 +87,9 @@ bool same_key(const DAT_PROVIDER_INFO& a, const DAT_PROVIDER_INFO& b)
 
 bool read_file(const std::string& path, std::string& text)
 {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+        return false; // a directory reads as an empty stream: not a dat.conf
     std::ifstream in(path, std::ios::binary);
     if (!in)
         return false;
@@ -214,6 +222,28 @@ void drop_known_provider_locked(State& s, const DAT_PROVIDER* p)
     }
 }
 
+// Forgets what `loader`'s library registered under other names during its
+// init: that code is about to be unloaded.
+void drop_registrations_of_locked(State& s, const Entry& loader)
+{
+    for (auto it = s.entries.begin(); it != s.entries.end();) {
+        Entry& e = **it;
+        if (&e == &loader || e.registered_during != &loader) {
+            ++it;
+            continue;
+        }
+        const DAT_PROVIDER* p = e.provider;
+        e.provider = nullptr;
+        e.registered_during = nullptr;
+        if (p)
+            drop_known_provider_locked(s, p);
+        if (!e.from_conf && e.open_count == 0)
+            it = s.entries.erase(it);
+        else
+            ++it;
+    }
+}
+
 // Loads the library of a dat.conf entry and runs its dat_provider_init,
 // which must register the provider. On failure nothing stays loaded.
 DAT_RETURN load_provider_locked(State& s, Entry& e)
@@ -239,11 +269,14 @@ DAT_RETURN load_provider_locked(State& s, Entry& e)
         return dat_error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     }
     debug_print("initialising %s from %s\n", e.info.ia_name, e.library.c_str());
+    s.initialising = &e;
     init(&e.info, e.ia_params.c_str());
+    s.initialising = nullptr;
     e.initialised = true;
     if (!e.provider) {
         debug_print("%s: dat_provider_init did not register %s\n", e.library.c_str(), e.info.ia_name);
         e.initialised = false;
+        drop_registrations_of_locked(s, e);
         dlclose(e.dl_handle);
         e.dl_handle = nullptr;
         return dat_error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
@@ -267,6 +300,7 @@ void unload_provider_locked(State& s, Entry& e)
         e.provider = nullptr;
         drop_known_provider_locked(s, p);
     }
+    drop_registrations_of_locked(s, e);
     dlclose(e.dl_handle);
     e.dl_handle = nullptr;
 }
@@ -398,6 +432,7 @@ FASTDAPL_EXPORT DAT_RETURN dat_registry_add_provider(const DAT_PROVIDER* provide
             return dat_error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     }
     target->provider = provider;
+    target->registered_during = s.initialising;
     add_known_provider(provider);
     debug_print("provider registered: %s u%u.%u %s\n", info->ia_name, info->dapl_version_major,
                 info->dapl_version_minor, info->is_thread_safe ? "threadsafe" : "nonthreadsafe");
@@ -560,7 +595,9 @@ FASTDAPL_EXPORT DAT_RETURN dat_ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS
         e = s.slots[slot].entry;
     }
     const DAT_PROVIDER* p = e->provider;
-    const DAT_RETURN rc = p ? p->ia_close_func(real, flags) : dat_error(DAT_INTERNAL_ERROR);
+    const DAT_RETURN rc = !p                  ? dat_error(DAT_INTERNAL_ERROR)
+                          : !p->ia_close_func ? dat_error(DAT_MODEL_NOT_SUPPORTED)
+                                              : p->ia_close_func(real, flags);
     if (rc != DAT_SUCCESS) {
         std::lock_guard lock(s.table_mutex);
         s.slots[slot].closing = false;

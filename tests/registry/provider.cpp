@@ -7,8 +7,11 @@
 //   no_register    dat_provider_init does not register (a broken provider)
 //   null_funcs     every function but ia_open/ia_query/ia_close is NULL
 //   related=0|1    the answer of ia_ha_related (absent: it fails)
+//   register_as=N  registers under the IA name N instead of its own (a broken provider)
+//   no_close       ia_close is NULL
 #include "recording_provider.hpp"
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -117,6 +120,13 @@ extern "C" __attribute__((visibility("default"))) void dat_provider_init(const D
         } else {
             slot->table.ia_ha_related_func = &ia_ha_related;
         }
+        if (const auto at = params.find("register_as="); at != std::string::npos) {
+            const std::string alias = params.substr(at + 12, params.find(' ', at) - at - 12);
+            std::snprintf(slot->name, sizeof slot->name, "%s", alias.c_str());
+            std::memcpy(slot->info.ia_name, slot->name, sizeof slot->name);
+        }
+        if (params.find("no_close") != std::string::npos)
+            slot->table.ia_close_func = nullptr;
         slot->table.device_name = slot->name;
         slot->table.ia_open_func = &ia_open;
         slot->ia = {&slot->table, 1};

@@ -121,7 +121,7 @@ TEST_F(Registry, ListProviders)
     DAT_COUNT total = -1;
     DAT_RETURN rc = dat_registry_list_providers(0, &total, nullptr);
     EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
-    ASSERT_EQ(total, 13); // u... default lines of registry.conf, the duplicate and malformed ones left out
+    ASSERT_EQ(total, 15); // u... default lines of registry.conf, the duplicate and malformed ones left out
 
     std::vector<DAT_PROVIDER_INFO> infos(static_cast<std::size_t>(total));
     std::vector<DAT_PROVIDER_INFO*> list;
@@ -201,6 +201,33 @@ TEST_F(Registry, MissingLibraryAndLibraryWithoutInit)
     EXPECT_EQ(type_of(open_ia("testprov-notaprovider", &ia)), static_cast<DAT_RETURN>(DAT_PROVIDER_NOT_FOUND));
     // A second attempt fails the same way: nothing half-loaded was left behind.
     EXPECT_EQ(type_of(open_ia("testprov-missinglib", &ia)), static_cast<DAT_RETURN>(DAT_PROVIDER_NOT_FOUND));
+}
+
+TEST_F(Registry, InitRegisteringAnotherNameLeavesNothingBehind)
+{
+    // Its init registered "testprov-ghost" only; the library is unloaded
+    // again, so that registration must go with it (no call into freed code).
+    DAT_IA_HANDLE ia;
+    EXPECT_EQ(type_of(open_ia("testprov-alias", &ia)), static_cast<DAT_RETURN>(DAT_PROVIDER_NOT_FOUND));
+    EXPECT_EQ(type_of(open_ia("testprov-ghost", &ia)), static_cast<DAT_RETURN>(DAT_PROVIDER_NOT_FOUND));
+    DAT_COUNT n = 0;
+    std::vector<DAT_PROVIDER_INFO> infos(64);
+    std::vector<DAT_PROVIDER_INFO*> list;
+    for (auto& i : infos)
+        list.push_back(&i);
+    ASSERT_EQ(dat_registry_list_providers(static_cast<DAT_COUNT>(list.size()), &n, list.data()), DAT_SUCCESS);
+    for (DAT_COUNT i = 0; i < n; ++i)
+        EXPECT_STRNE(infos[static_cast<std::size_t>(i)].ia_name, "testprov-ghost");
+    EXPECT_EQ(type_of(open_ia("testprov-alias", &ia)), static_cast<DAT_RETURN>(DAT_PROVIDER_NOT_FOUND)); // again
+}
+
+TEST_F(Registry, ProviderWithoutIaCloseIsRefusedNotCalled)
+{
+    DAT_IA_HANDLE ia;
+    ASSERT_EQ(open_ia("testprov-noclose", &ia), DAT_SUCCESS);
+    EXPECT_EQ(type_of(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG)), static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
+    // The handle is still open and usable.
+    EXPECT_EQ(dat_ia_query(ia, nullptr, 0, nullptr, 0, nullptr), DAT_SUCCESS);
 }
 
 TEST_F(Registry, FailedOpenPassesTheProvidersErrorAndUnloads)
