@@ -40,10 +40,15 @@ public:
 
     // Connection management: the socket CM and who its ids belong to.
     std::unique_ptr<cm::SocketCm> cm;
-    std::mutex cm_mutex;
+    // Held by the CM's callbacks for their whole run and by whoever frees a
+    // connection object, so neither sees the other half done. Recursive: a
+    // callback's event may run a CNO agent that calls back into the API.
+    std::recursive_mutex cm_mutex;
     std::map<std::uint64_t, Psp*> listeners;  // listener id -> PSP
     std::map<std::uint64_t, Ep*> attempts;    // connect or accept id -> EP
-    std::map<std::uint32_t, Ep*> eps_by_qpn;  // completions name their queue pair
+    // Completions name their queue pair: a table indexed by its number,
+    // read without a lock on every completion.
+    std::unique_ptr<std::atomic<Ep*>[]> eps_by_qpn{new std::atomic<Ep*>[softnic::kMaxQps]()};
 
     void adopt(Object* o)
     {

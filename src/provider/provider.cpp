@@ -176,9 +176,8 @@ void evd_notify(void* context)
 
 Ep* ep_of_qpn(Ia* ia, std::uint32_t qpn)
 {
-    std::lock_guard lock(ia->cm_mutex);
-    auto it = ia->eps_by_qpn.find(qpn);
-    return it == ia->eps_by_qpn.end() ? nullptr : it->second;
+    const std::uint32_t index = qpn - softnic::kFirstQpn;
+    return index < softnic::kMaxQps ? ia->eps_by_qpn[index].load(std::memory_order_acquire) : nullptr;
 }
 
 DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
@@ -356,8 +355,7 @@ DAT_RETURN ensure_qp(Ep* ep)
     ep->rq.init(qp->descriptor(), ep->recv_cookies.data());
     qp->set_on_ended(&ep_connection_ended, ep);
     ep->qp = qp;
-    std::lock_guard lock(ia->cm_mutex);
-    ia->eps_by_qpn[qp->qpn()] = ep;
+    ia->eps_by_qpn[qp->qpn() - softnic::kFirstQpn].store(ep, std::memory_order_release);
     return DAT_SUCCESS;
 }
 
@@ -365,10 +363,7 @@ void drop_qp(Ep* ep)
 {
     if (!ep->qp)
         return;
-    {
-        std::lock_guard lock(ep->ia->cm_mutex);
-        ep->ia->eps_by_qpn.erase(ep->qp->qpn());
-    }
+    ep->ia->eps_by_qpn[ep->qp->qpn() - softnic::kFirstQpn].store(nullptr, std::memory_order_release);
     ep->ia->device->destroy_qp(ep->qp);
     ep->qp = nullptr;
 }
@@ -667,13 +662,10 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
 void cm_result(Ia* ia, std::uint64_t id, cm::Outcome outcome, int fd, const cm::Message& m)
 {
     Ep* ep = nullptr;
-    {
-        std::lock_guard lock(ia->cm_mutex);
-        auto it = ia->attempts.find(id);
-        if (it != ia->attempts.end()) {
-            ep = it->second;
-            ia->attempts.erase(it);
-        }
+    std::lock_guard lock(ia->cm_mutex); // the EP cannot be freed under us
+    if (auto it = ia->attempts.find(id); it != ia->attempts.end()) {
+        ep = it->second;
+        ia->attempts.erase(it);
     }
     if (!ep) {
         if (fd >= 0)
@@ -885,12 +877,9 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov,
 void cm_request(Ia* ia, const cm::Request& r)
 {
     Psp* psp = nullptr;
-    {
-        std::lock_guard lock(ia->cm_mutex);
-        auto it = ia->listeners.find(r.listener);
-        if (it != ia->listeners.end())
-            psp = it->second;
-    }
+    std::lock_guard lock(ia->cm_mutex); // the PSP cannot be freed under us
+    if (auto it = ia->listeners.find(r.listener); it != ia->listeners.end())
+        psp = it->second;
     // An RSP takes one request; later ones are refused as if nobody listened.
     if (!psp || (psp->reserved_ep && psp->fired.exchange(true))) {
         ia->cm->reject(r.id, {}, cm::RejectReason::no_listener);
@@ -1023,11 +1012,9 @@ DAT_RETURN psp_query(DAT_PSP_HANDLE handle, DAT_PSP_PARAM_MASK mask, DAT_PSP_PAR
 void destroy_psp(Psp* psp)
 {
     Ia* ia = psp->ia;
+    std::lock_guard lock(ia->cm_mutex);
     ia->cm->unlisten(psp->listener_id);
-    {
-        std::lock_guard lock(ia->cm_mutex);
-        ia->listeners.erase(psp->listener_id);
-    }
+    ia->listeners.erase(psp->listener_id);
     destroy_object(psp);
 }
 

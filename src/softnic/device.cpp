@@ -188,7 +188,6 @@ Qp* Device::create_qp(std::uint32_t pd, Cq* send_cq, Cq* recv_cq, std::uint32_t 
     if (max_sge == 0 || max_sge > kMaxSge || !send_cq || !recv_cq)
         return nullptr;
     auto qp = std::make_unique<Qp>();
-    qp->qpn_ = next_qpn_.fetch_add(1);
     qp->pd_ = pd;
     qp->send_cq_ = send_cq;
     qp->recv_cq_ = recv_cq;
@@ -212,6 +211,15 @@ Qp* Device::create_qp(std::uint32_t pd, Cq* send_cq, Cq* recv_cq, std::uint32_t 
     qp->dv_.bf.reg = nullptr;
     qp->dv_.bf.size = 0;
     std::lock_guard lock(mutex_);
+    std::uint32_t i = 0;
+    while (i < kMaxQps && qpn_used_[(qpn_cursor_ + i) % kMaxQps])
+        ++i;
+    if (i == kMaxQps)
+        return nullptr; // every number is live
+    const std::uint32_t index = (qpn_cursor_ + i) % kMaxQps;
+    qpn_used_[index] = true;
+    qpn_cursor_ = (index + 1) % kMaxQps;
+    qp->qpn_ = kFirstQpn + index;
     qps_.push_back(qp.get());
     return qp.release();
 }
@@ -225,6 +233,7 @@ void Device::destroy_qp(Qp* qp)
         qp->fd_ = -1;
     }
     qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end());
+    qpn_used_[qp->qpn_ - kFirstQpn] = false;
     delete qp;
 }
 

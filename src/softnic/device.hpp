@@ -22,6 +22,8 @@ namespace fastdapl::softnic {
 // Bytes of one message the wire accepts; larger frames break the connection.
 inline constexpr std::uint32_t kMaxMessageSize = 1u << 30;
 inline constexpr std::uint32_t kMaxSge = 16;
+inline constexpr std::uint32_t kFirstQpn = 0x100;
+inline constexpr std::uint32_t kMaxQps = 1u << 16; // qpn - kFirstQpn indexes a consumer's table
 
 class Device;
 
@@ -175,7 +177,10 @@ private:
 
     MemoryTable memory_;
     std::atomic<std::uint32_t> next_pd_{1};
-    std::atomic<std::uint32_t> next_qpn_{0x100};
+    // Queue pair numbers: kFirstQpn + an index below kMaxQps, unique among
+    // live queue pairs and reused as late as possible.
+    std::vector<bool> qpn_used_ = std::vector<bool>(kMaxQps);
+    std::uint32_t qpn_cursor_ = 0;
     std::mutex mutex_;
     std::vector<Qp*> qps_;
     std::vector<Cq*> cqs_;

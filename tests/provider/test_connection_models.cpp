@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -69,6 +72,23 @@ protected:
     {
         return {reinterpret_cast<DAT_VADDR>(buffer.data() + offset), length, lmr_context};
     }
+    // An RSP for `ep` on a qualifier below the ephemeral port range (which
+    // outgoing connections use), retrying while others hold the one tried.
+    DAT_CONN_QUAL reserve(DAT_EP_HANDLE ep, DAT_RSP_HANDLE* rsp)
+    {
+        static unsigned seed = static_cast<unsigned>(getpid());
+        for (int attempt = 0; attempt < 100; ++attempt) {
+            const DAT_CONN_QUAL qual = 10000 + rand_r(&seed) % 20000;
+            const DAT_RETURN rc = dat_rsp_create(ia, qual, ep, cr_evd, rsp);
+            if (rc == kOk)
+                return qual;
+            if (type_of(rc) != t(DAT_CONN_QUAL_IN_USE)) {
+                ADD_FAILURE() << "dat_rsp_create: " << std::hex << rc;
+                break;
+            }
+        }
+        return 0;
+    }
     // An active EP connected to a passive one through a PSP.
     void connect_pair(DAT_EP_HANDLE& active, DAT_EP_HANDLE& passive)
     {
@@ -103,22 +123,23 @@ TEST_F(Models, ReservedServicePointTakesOneRequestForItsEndpoint)
     DAT_EP_HANDLE reserved = make_ep(dto_b, conn_b);
     DAT_RSP_HANDLE rsp;
     EXPECT_EQ(type_of(dat_rsp_create(ia, 0, reserved, cr_evd, &rsp)), t(DAT_INVALID_PARAMETER));
-    EXPECT_EQ(type_of(dat_rsp_create(ia, 47311, reserved, conn_b, &rsp)), t(DAT_INVALID_HANDLE)); // not a CR EVD
-    EXPECT_EQ(type_of(dat_rsp_create(ia, 47311, DAT_HANDLE_NULL, cr_evd, &rsp)), t(DAT_MODEL_NOT_SUPPORTED));
-    ASSERT_EQ(dat_rsp_create(ia, 47311, reserved, cr_evd, &rsp), kOk);
+    EXPECT_EQ(type_of(dat_rsp_create(ia, 12345, reserved, conn_b, &rsp)), t(DAT_INVALID_HANDLE)); // not a CR EVD
+    EXPECT_EQ(type_of(dat_rsp_create(ia, 12345, DAT_HANDLE_NULL, cr_evd, &rsp)), t(DAT_MODEL_NOT_SUPPORTED));
+    const DAT_CONN_QUAL q1 = reserve(reserved, &rsp);
+    ASSERT_NE(q1, 0u);
     EXPECT_EQ(state_of(reserved), DAT_EP_STATE_RESERVED);
     EXPECT_EQ(type_of(dat_ep_free(reserved)), t(DAT_INVALID_STATE)); // free the RSP first
     DAT_EP_HANDLE other = make_ep(dto_b, conn_b);
     DAT_RSP_HANDLE second;
-    EXPECT_EQ(type_of(dat_rsp_create(ia, 47312, reserved, cr_evd, &second)), t(DAT_INVALID_STATE));
-    EXPECT_EQ(type_of(dat_rsp_create(ia, 47311, other, cr_evd, &second)), t(DAT_CONN_QUAL_IN_USE));
+    EXPECT_EQ(type_of(dat_rsp_create(ia, q1 + 1, reserved, cr_evd, &second)), t(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_rsp_create(ia, q1, other, cr_evd, &second)), t(DAT_CONN_QUAL_IN_USE));
 
     DAT_HANDLE_TYPE type;
     ASSERT_EQ(dat_get_handle_type(rsp, &type), kOk);
     EXPECT_EQ(type, DAT_HANDLE_TYPE_RSP);
     DAT_RSP_PARAM param{};
     ASSERT_EQ(dat_rsp_query(rsp, DAT_RSP_FIELD_ALL, &param), kOk);
-    EXPECT_EQ(param.conn_qual, 47311u);
+    EXPECT_EQ(param.conn_qual, q1);
     EXPECT_EQ(param.evd_handle, cr_evd);
     EXPECT_EQ(param.ep_handle, reserved);
     EXPECT_EQ(type_of(dat_rsp_query(rsp, static_cast<DAT_RSP_PARAM_MASK>(0x100), &param)), t(DAT_INVALID_PARAMETER));
@@ -127,7 +148,7 @@ TEST_F(Models, ReservedServicePointTakesOneRequestForItsEndpoint)
     // The first request reaches the reserved endpoint; a second one is refused.
     DAT_EP_HANDLE first = make_ep(dto_a, conn_a);
     DAT_EP_HANDLE late = make_ep(dto_a, conn_a);
-    ASSERT_EQ(dat_ep_connect(first, address, 47311, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+    ASSERT_EQ(dat_ep_connect(first, address, q1, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
               kOk);
     DAT_EVENT e = next(cr_evd);
     ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
@@ -136,7 +157,7 @@ TEST_F(Models, ReservedServicePointTakesOneRequestForItsEndpoint)
     DAT_CR_PARAM cr{};
     ASSERT_EQ(dat_cr_query(e.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &cr), kOk);
     EXPECT_EQ(cr.local_ep_handle, reserved);
-    ASSERT_EQ(dat_ep_connect(late, address, 47311, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+    ASSERT_EQ(dat_ep_connect(late, address, q1, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
               kOk);
     EXPECT_EQ(type_of(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, other, 0, nullptr)),
               t(DAT_INVALID_PARAMETER)); // only its own endpoint
@@ -162,13 +183,15 @@ TEST_F(Models, RejectOnAnRspAndFreeingAnUnusedRspGiveTheEndpointBack)
 {
     DAT_EP_HANDLE reserved = make_ep(dto_b, conn_b);
     DAT_RSP_HANDLE rsp;
-    ASSERT_EQ(dat_rsp_create(ia, 47321, reserved, cr_evd, &rsp), kOk);
+    DAT_CONN_QUAL q1 = reserve(reserved, &rsp);
+    ASSERT_NE(q1, 0u);
     ASSERT_EQ(dat_rsp_free(rsp), kOk);
     EXPECT_EQ(state_of(reserved), DAT_EP_STATE_UNCONNECTED);
 
-    ASSERT_EQ(dat_rsp_create(ia, 47321, reserved, cr_evd, &rsp), kOk);
+    q1 = reserve(reserved, &rsp);
+    ASSERT_NE(q1, 0u);
     DAT_EP_HANDLE active = make_ep(dto_a, conn_a);
-    ASSERT_EQ(dat_ep_connect(active, address, 47321, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+    ASSERT_EQ(dat_ep_connect(active, address, q1, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
               kOk);
     DAT_EVENT e = next(cr_evd);
     ASSERT_EQ(dat_cr_reject(e.event_data.cr_arrival_event_data.cr_handle, 0, nullptr), kOk);
