@@ -1,0 +1,513 @@
+// dat_perf: latency and bandwidth sweeps over the public uDAPL API.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+//
+// lat: send/receive ping-pong; one-way latency = round trip / 2.
+// bw:  RDMA writes into the server's buffer, a window of them in flight.
+// Both ends in one process by default; -s and -h ADDR split them.
+#include <dat2/udat.h>
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+    std::string ia_name = "fastdapl-tcp";
+    std::string server_address; // client mode when set
+    bool server = false;
+    DAT_CONN_QUAL port = 47000;
+    bool lat = true, bw = true;
+    std::uint64_t min_size = 1, max_size = 4u << 20;
+    int iterations = 0; // 0: scaled with size
+    bool quick = false;
+    bool busy = false;
+    int window = 32;
+};
+
+[[noreturn]] void die(const char* what, DAT_RETURN rc)
+{
+    const char* major = "";
+    const char* minor = "";
+    dat_strerror(rc, &major, &minor);
+    std::fprintf(stderr, "dat_perf: %s: %s %s (0x%x)\n", what, major, minor, static_cast<unsigned>(rc));
+    std::exit(1);
+}
+
+void check(DAT_RETURN rc, const char* what)
+{
+    if (rc != DAT_SUCCESS)
+        die(what, rc);
+}
+
+// Control messages travel as sends; data messages of the latency test too.
+enum class Op : std::uint32_t { latency = 1, quit = 2 };
+struct Control {
+    std::uint32_t magic;
+    Op op;
+    std::uint64_t size;
+    std::uint64_t iterations;
+};
+constexpr std::uint32_t kMagic = 0x70657266; // "perf"
+constexpr std::uint64_t kControlSize = 64;
+
+// What the server tells the client when it accepts: where to write.
+struct AcceptData {
+    std::uint32_t magic;
+    std::uint32_t rmr_context;
+    std::uint64_t address;
+    std::uint64_t length;
+};
+
+constexpr DAT_TIMEOUT kConnectTimeout = 10'000'000; // µs
+
+// One end: an IA with its objects, and a registered buffer holding a
+// receive area and a send/write area of max_size each.
+class End {
+public:
+    End(const Options& o) : opt_(o)
+    {
+        check(dat_ia_open(const_cast<char*>(o.ia_name.c_str()), 8, &async_, &ia_), "dat_ia_open");
+        DAT_PROVIDER_ATTR pattr{};
+        check(dat_ia_query(ia_, nullptr, DAT_IA_FIELD_ALL, &ia_attr_, DAT_PROVIDER_FIELD_ALL, &pattr), "dat_ia_query");
+        check(dat_pz_create(ia_, &pz_), "dat_pz_create");
+        const DAT_COUNT depth = 2 * o.window + 8;
+        check(dat_evd_create(ia_, depth, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &recv_evd_), "dat_evd_create (recv)");
+        check(dat_evd_create(ia_, depth, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &request_evd_), "dat_evd_create (request)");
+        check(dat_evd_create(ia_, 4, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd_), "dat_evd_create (conn)");
+        DAT_EP_ATTR attr{};
+        attr.service_type = DAT_SERVICE_TYPE_RC;
+        attr.max_recv_dtos = depth;
+        attr.max_request_dtos = depth;
+        attr.max_recv_iov = 1;
+        attr.max_request_iov = 1;
+        attr.max_rdma_read_iov = 1;
+        attr.max_rdma_write_iov = 1;
+        attr.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+        attr.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+        check(dat_ep_create(ia_, pz_, recv_evd_, request_evd_, conn_evd_, &attr, &ep_), "dat_ep_create");
+        area_ = std::max<std::uint64_t>(o.max_size, kControlSize);
+        const std::size_t align = std::max<std::size_t>(pattr.optimal_buffer_alignment, 64);
+        void* mem = nullptr;
+        if (posix_memalign(&mem, align, 2 * area_) != 0) {
+            std::fprintf(stderr, "dat_perf: cannot allocate %" PRIu64 " bytes\n", 2 * area_);
+            std::exit(1);
+        }
+        buffer_ = static_cast<char*>(mem);
+        std::memset(buffer_, 0, 2 * area_);
+        DAT_REGION_DESCRIPTION region{};
+        region.for_va = buffer_;
+        DAT_VLEN registered;
+        DAT_VADDR va;
+        check(dat_lmr_create(ia_, DAT_MEM_TYPE_VIRTUAL, region, 2 * area_, pz_, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                             &lmr_, &lmr_context_, &rmr_context_, &registered, &va),
+              "dat_lmr_create");
+    }
+    ~End()
+    {
+        dat_ia_close(ia_, DAT_CLOSE_ABRUPT_FLAG);
+        std::free(buffer_);
+    }
+    End(const End&) = delete;
+    End& operator=(const End&) = delete;
+
+    char* recv_area() { return buffer_; }
+    char* send_area() { return buffer_ + area_; }
+
+    // --- connection ---
+    DAT_CONN_QUAL listen(DAT_CONN_QUAL port)
+    {
+        check(dat_evd_create(ia_, 4, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd_), "dat_evd_create (cr)");
+        if (port == 0)
+            check(dat_psp_create_any(ia_, &port, cr_evd_, DAT_PSP_CONSUMER_FLAG, &psp_), "dat_psp_create_any");
+        else
+            check(dat_psp_create(ia_, port, cr_evd_, DAT_PSP_CONSUMER_FLAG, &psp_), "dat_psp_create");
+        return port;
+    }
+    void accept()
+    {
+        DAT_EVENT e = wait(cr_evd_, DAT_TIMEOUT_INFINITE, "connection request");
+        if (e.event_number != DAT_CONNECTION_REQUEST_EVENT)
+            die("unexpected event on the CR EVD", DAT_INTERNAL_ERROR);
+        post_control_recv(); // before the client can send anything
+        AcceptData data{kMagic, static_cast<std::uint32_t>(rmr_context_), reinterpret_cast<std::uintptr_t>(recv_area()),
+                        area_};
+        check(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, ep_, sizeof data, &data), "dat_cr_accept");
+        expect_connection_event(DAT_CONNECTION_EVENT_ESTABLISHED);
+        check(dat_psp_free(psp_), "dat_psp_free");
+    }
+    void connect(const sockaddr_in& server, DAT_CONN_QUAL port)
+    {
+        const std::uint32_t hello = kMagic;
+        check(dat_ep_connect(ep_, reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_in*>(&server)), port,
+                             kConnectTimeout, sizeof hello, const_cast<std::uint32_t*>(&hello), DAT_QOS_BEST_EFFORT,
+                             DAT_CONNECT_DEFAULT_FLAG),
+              "dat_ep_connect");
+        DAT_EVENT e = expect_connection_event(DAT_CONNECTION_EVENT_ESTABLISHED);
+        const auto& c = e.event_data.connect_event_data;
+        if (c.private_data_size < static_cast<DAT_COUNT>(sizeof(AcceptData)))
+            die("the server sent no buffer description", DAT_INTERNAL_ERROR);
+        AcceptData data;
+        std::memcpy(&data, c.private_data, sizeof data);
+        if (data.magic != kMagic)
+            die("the server is not dat_perf", DAT_INTERNAL_ERROR);
+        remote_.rmr_context = data.rmr_context;
+        remote_.virtual_address = data.address;
+        remote_.segment_length = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(data.length, 0xffffffffu));
+    }
+    void disconnect()
+    {
+        DAT_EP_STATE state;
+        check(dat_ep_get_status(ep_, &state, nullptr, nullptr), "dat_ep_get_status");
+        if (state == DAT_EP_STATE_CONNECTED)
+            check(dat_ep_disconnect(ep_, DAT_CLOSE_GRACEFUL_FLAG), "dat_ep_disconnect");
+        DAT_EVENT e = wait(conn_evd_, 5'000'000, "disconnect");
+        if (e.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && e.event_number != DAT_CONNECTION_EVENT_BROKEN)
+            die("unexpected connection event at disconnect", DAT_INTERNAL_ERROR);
+    }
+
+    // --- data ---
+    void post_recv(std::uint64_t size)
+    {
+        DAT_LMR_TRIPLET iov{reinterpret_cast<std::uintptr_t>(recv_area()),
+                            static_cast<DAT_SEG_LENGTH>(std::max(size, kControlSize)), lmr_context_};
+        check(dat_ep_post_recv(ep_, 1, &iov, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG), "dat_ep_post_recv");
+    }
+    void post_control_recv() { post_recv(kControlSize); }
+    void send(std::uint64_t size)
+    {
+        DAT_LMR_TRIPLET iov{reinterpret_cast<std::uintptr_t>(send_area()), static_cast<DAT_SEG_LENGTH>(size),
+                            lmr_context_};
+        check(dat_ep_post_send(ep_, size ? 1 : 0, &iov, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG),
+              "dat_ep_post_send");
+    }
+    void send_control(const Control& c)
+    {
+        std::memcpy(send_area(), &c, sizeof c);
+        send(kControlSize);
+        reap(request_evd_, "control send");
+    }
+    void write(std::uint64_t size, std::uint64_t index)
+    {
+        DAT_LMR_TRIPLET iov{reinterpret_cast<std::uintptr_t>(send_area()), static_cast<DAT_SEG_LENGTH>(size),
+                            lmr_context_};
+        DAT_RMR_TRIPLET target = remote_;
+        target.segment_length = static_cast<DAT_SEG_LENGTH>(size);
+        check(dat_ep_post_rdma_write(ep_, 1, &iov, DAT_DTO_COOKIE{.as_64 = index}, &target, DAT_COMPLETION_DEFAULT_FLAG),
+              "dat_ep_post_rdma_write");
+    }
+    // The next completion on `evd`, which must be a success.
+    DAT_DTO_COMPLETION_EVENT_DATA reap(DAT_EVD_HANDLE evd, const char* what)
+    {
+        DAT_EVENT e = opt_.busy ? poll(evd, what) : wait(evd, 30'000'000, what);
+        if (e.event_number != DAT_DTO_COMPLETION_EVENT)
+            die(what, DAT_INTERNAL_ERROR);
+        const auto& d = e.event_data.dto_completion_event_data;
+        if (d.status != DAT_DTO_SUCCESS) {
+            std::fprintf(stderr, "dat_perf: %s: completion status %d\n", what, static_cast<int>(d.status));
+            std::exit(1);
+        }
+        return d;
+    }
+    sockaddr_in address() const
+    {
+        sockaddr_in a{};
+        std::memcpy(&a, ia_attr_.ia_address_ptr, sizeof a);
+        return a;
+    }
+    DAT_EVD_HANDLE recv_evd() const { return recv_evd_; }
+    DAT_EVD_HANDLE request_evd() const { return request_evd_; }
+    Control received_control() const
+    {
+        Control c;
+        std::memcpy(&c, buffer_, sizeof c);
+        return c;
+    }
+
+private:
+    DAT_EVENT wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT timeout, const char* what)
+    {
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
+        check(dat_evd_wait(evd, timeout, 1, &e, &nmore), what);
+        return e;
+    }
+    DAT_EVENT poll(DAT_EVD_HANDLE evd, const char* what)
+    {
+        DAT_EVENT e{};
+        const auto deadline = Clock::now() + std::chrono::seconds(30);
+        for (;;) {
+            const DAT_RETURN rc = dat_evd_dequeue(evd, &e);
+            if (rc == DAT_SUCCESS)
+                return e;
+            if (DAT_GET_TYPE(rc) != DAT_QUEUE_EMPTY || Clock::now() > deadline)
+                die(what, rc);
+        }
+    }
+    DAT_EVENT expect_connection_event(DAT_EVENT_NUMBER expected)
+    {
+        DAT_EVENT e = wait(conn_evd_, kConnectTimeout, "connection event");
+        if (e.event_number != expected) {
+            std::fprintf(stderr, "dat_perf: connection event 0x%x, expected 0x%x\n", e.event_number, expected);
+            std::exit(1);
+        }
+        return e;
+    }
+
+    const Options& opt_;
+    DAT_IA_HANDLE ia_ = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async_ = DAT_HANDLE_NULL;
+    DAT_IA_ATTR ia_attr_{};
+    DAT_PZ_HANDLE pz_ = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE recv_evd_ = DAT_HANDLE_NULL, request_evd_ = DAT_HANDLE_NULL, conn_evd_ = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE cr_evd_ = DAT_HANDLE_NULL;
+    DAT_PSP_HANDLE psp_ = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE ep_ = DAT_HANDLE_NULL;
+    DAT_LMR_HANDLE lmr_ = DAT_HANDLE_NULL;
+    DAT_LMR_CONTEXT lmr_context_ = 0;
+    DAT_RMR_CONTEXT rmr_context_ = 0;
+    DAT_RMR_TRIPLET remote_{};
+    char* buffer_ = nullptr;
+    std::uint64_t area_ = 0;
+};
+
+// --- the server: echoes pings until told to stop ------------------------------------
+
+void serve(End& end)
+{
+    for (;;) {
+        end.reap(end.recv_evd(), "control receive");
+        const Control c = end.received_control();
+        if (c.magic != kMagic)
+            die("malformed control message", DAT_INTERNAL_ERROR);
+        if (c.op == Op::quit)
+            break;
+        if (c.op != Op::latency)
+            die("unknown control message", DAT_INTERNAL_ERROR);
+        // Every ping has its receive posted before the client may send it.
+        end.post_recv(c.size);
+        end.send_control(Control{kMagic, Op::latency, c.size, c.iterations}); // ready
+        for (std::uint64_t i = 0; i < c.iterations; ++i) {
+            end.reap(end.recv_evd(), "ping");
+            end.post_recv(i + 1 < c.iterations ? c.size : kControlSize); // the last one is for the next control
+            end.send(c.size);
+            end.reap(end.request_evd(), "pong send");
+        }
+    }
+    end.disconnect();
+}
+
+// --- the client: runs the sweep -----------------------------------------------------
+
+struct Row {
+    const char* test;
+    std::uint64_t size;
+    std::uint64_t iterations;
+    double median_us = -1, p99_us = -1, mbytes_per_s = -1, msg_per_s = -1;
+};
+
+void print_header()
+{
+    std::printf("%-4s %10s %8s %12s %12s %12s %12s\n", "test", "bytes", "iters", "lat_med_us", "lat_p99_us", "MB/s",
+                "msg/s");
+}
+
+void print_row(const Row& r)
+{
+    auto col = [](double v, int precision) {
+        char b[32];
+        if (v < 0)
+            std::snprintf(b, sizeof b, "%12s", "-");
+        else
+            std::snprintf(b, sizeof b, "%12.*f", precision, v);
+        return std::string(b);
+    };
+    std::printf("%-4s %10" PRIu64 " %8" PRIu64 " %s %s %s %s\n", r.test, r.size, r.iterations, col(r.median_us, 2).c_str(),
+                col(r.p99_us, 2).c_str(), col(r.mbytes_per_s, 1).c_str(), col(r.msg_per_s, 0).c_str());
+    std::fflush(stdout);
+}
+
+std::uint64_t scaled(const Options& o, std::uint64_t size, std::uint64_t most, std::uint64_t byte_budget)
+{
+    if (o.iterations > 0)
+        return static_cast<std::uint64_t>(o.iterations);
+    std::uint64_t n = std::clamp<std::uint64_t>(byte_budget / std::max<std::uint64_t>(size, 1), 20, most);
+    if (o.quick)
+        n = std::max<std::uint64_t>(n / 50, 5);
+    return n;
+}
+
+Row latency(End& end, const Options& o, std::uint64_t size)
+{
+    const std::uint64_t n = scaled(o, size, 2000, 64u << 20);
+    const std::uint64_t warmup = std::min<std::uint64_t>(n / 10 + 1, 50);
+    std::vector<double> rtt_us;
+    rtt_us.reserve(n);
+    end.post_recv(kControlSize); // for "ready"
+    end.send_control(Control{kMagic, Op::latency, size, n + warmup});
+    end.reap(end.recv_evd(), "ready");
+    for (std::uint64_t i = 0; i < n + warmup; ++i) {
+        end.post_recv(size);
+        const auto start = Clock::now();
+        end.send(size);
+        end.reap(end.recv_evd(), "pong");
+        const auto stop = Clock::now();
+        end.reap(end.request_evd(), "ping send");
+        if (i >= warmup)
+            rtt_us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+    }
+    std::sort(rtt_us.begin(), rtt_us.end());
+    Row r{"lat", size, n};
+    r.median_us = rtt_us[rtt_us.size() / 2] / 2;
+    r.p99_us = rtt_us[std::min(rtt_us.size() - 1, rtt_us.size() * 99 / 100)] / 2;
+    return r;
+}
+
+Row bandwidth(End& end, const Options& o, std::uint64_t size)
+{
+    const std::uint64_t n = scaled(o, size, 20000, 512u << 20);
+    const std::uint64_t window = static_cast<std::uint64_t>(o.window);
+    std::uint64_t posted = 0, done = 0;
+    const auto start = Clock::now();
+    while (done < n) {
+        while (posted < n && posted - done < window)
+            end.write(size, posted++);
+        end.reap(end.request_evd(), "RDMA write");
+        ++done;
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    Row r{"bw", size, n};
+    r.mbytes_per_s = static_cast<double>(size) * static_cast<double>(n) / seconds / 1e6;
+    r.msg_per_s = static_cast<double>(n) / seconds;
+    return r;
+}
+
+void run_client(End& end, const Options& o)
+{
+    print_header();
+    if (o.lat)
+        for (std::uint64_t size = o.min_size; size <= o.max_size; size *= 2)
+            print_row(latency(end, o, size));
+    if (o.bw)
+        for (std::uint64_t size = o.min_size; size <= o.max_size; size *= 2)
+            print_row(bandwidth(end, o, size));
+    end.send_control(Control{kMagic, Op::quit, 0, 0});
+    end.disconnect();
+}
+
+void usage(FILE* out)
+{
+    std::fprintf(out,
+                 "usage: dat_perf [options]            both ends in this process\n"
+                 "       dat_perf -s [options]         server: waits for one client\n"
+                 "       dat_perf -h ADDRESS [options] client of a server at ADDRESS (IPv4)\n"
+                 "options:\n"
+                 "  -P NAME   IA name from dat.conf (default fastdapl-tcp)\n"
+                 "  -p PORT   connection qualifier (default 47000)\n"
+                 "  -t TEST   lat, bw or all (default all)\n"
+                 "  -m BYTES  smallest message (default 1)\n"
+                 "  -M BYTES  largest message (default 4194304); sizes double from -m\n"
+                 "  -n N      iterations per size (default: scaled with size)\n"
+                 "  -w N      RDMA writes in flight in the bandwidth test (default 32)\n"
+                 "  -b        busy-poll with dat_evd_dequeue instead of dat_evd_wait\n"
+                 "  -q        quick: few iterations (a smoke test)\n"
+                 "latency is one way (round trip / 2); MB/s is 10^6 bytes per second\n");
+}
+
+Options parse(int argc, char** argv)
+{
+    Options o;
+    static const option longs[] = {{"help", no_argument, nullptr, 'H'}, {"quick", no_argument, nullptr, 'q'}, {}};
+    int c;
+    auto number = [](const char* s, const char* what) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(s, &end, 0);
+        if (!end || *end || v == 0) {
+            std::fprintf(stderr, "dat_perf: %s: not a positive number: %s\n", what, s);
+            std::exit(2);
+        }
+        return static_cast<std::uint64_t>(v);
+    };
+    while ((c = getopt_long(argc, argv, "sh:P:p:t:m:M:n:w:bq", longs, nullptr)) != -1) {
+        switch (c) {
+        case 's': o.server = true; break;
+        case 'h': o.server_address = optarg; break;
+        case 'P': o.ia_name = optarg; break;
+        case 'p': o.port = number(optarg, "-p"); break;
+        case 't':
+            o.lat = std::strcmp(optarg, "lat") == 0 || std::strcmp(optarg, "all") == 0;
+            o.bw = std::strcmp(optarg, "bw") == 0 || std::strcmp(optarg, "all") == 0;
+            if (!o.lat && !o.bw) {
+                std::fprintf(stderr, "dat_perf: -t: lat, bw or all, not %s\n", optarg);
+                std::exit(2);
+            }
+            break;
+        case 'm': o.min_size = number(optarg, "-m"); break;
+        case 'M': o.max_size = number(optarg, "-M"); break;
+        case 'n': o.iterations = static_cast<int>(std::min<std::uint64_t>(number(optarg, "-n"), 1u << 30)); break;
+        case 'w': o.window = static_cast<int>(std::min<std::uint64_t>(number(optarg, "-w"), 1024)); break;
+        case 'b': o.busy = true; break;
+        case 'q': o.quick = true; break;
+        case 'H': usage(stdout); std::exit(0);
+        default: usage(stderr); std::exit(2);
+        }
+    }
+    if (optind != argc || (o.server && !o.server_address.empty()) || o.min_size > o.max_size ||
+        o.max_size > (1u << 30)) {
+        usage(stderr);
+        std::exit(2);
+    }
+    return o;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    const Options o = parse(argc, argv);
+    if (o.server) {
+        End end(o);
+        const DAT_CONN_QUAL port = end.listen(o.port);
+        std::fprintf(stderr, "dat_perf: server on %s, qualifier %" PRIu64 "\n", o.ia_name.c_str(), port);
+        end.accept();
+        serve(end);
+        return 0;
+    }
+    sockaddr_in server{};
+    server.sin_family = AF_INET;
+    if (!o.server_address.empty()) {
+        if (inet_pton(AF_INET, o.server_address.c_str(), &server.sin_addr) != 1) {
+            std::fprintf(stderr, "dat_perf: -h: not an IPv4 address: %s\n", o.server_address.c_str());
+            return 2;
+        }
+        End end(o);
+        end.connect(server, o.port);
+        run_client(end, o);
+        return 0;
+    }
+    // One process: the server end on its own thread and IA, on any free qualifier.
+    End server_end(o), client_end(o);
+    const DAT_CONN_QUAL port = server_end.listen(0);
+    std::thread server_thread([&] {
+        server_end.accept();
+        serve(server_end);
+    });
+    client_end.connect(server_end.address(), port);
+    run_client(client_end, o);
+    server_thread.join();
+    return 0;
+}
