@@ -1,0 +1,362 @@
+// libfastdapl through the public DAT API across two processes: data and
+// private data both ways, remote protection errors that leave the target
+// untouched, and a peer killed mid-transfer.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include <dat2/udat.h>
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr DAT_RETURN kOk = DAT_SUCCESS;
+constexpr DAT_TIMEOUT kWait = 10'000'000; // µs
+DAT_RETURN type_of(DAT_RETURN rc) { return DAT_GET_TYPE(rc); }
+
+// What the server child tells the parent through a pipe.
+struct Offer {
+    DAT_CONN_QUAL qual;
+    DAT_VADDR address;
+    DAT_RMR_CONTEXT rmr_context;
+    DAT_VLEN length;
+};
+
+// One end in one process: IA, PZ, EVDs, an EP and a registered buffer.
+struct End {
+    explicit End(std::size_t bytes, DAT_MEM_PRIV_FLAGS privileges = DAT_MEM_PRIV_ALL_FLAG, char fill = 0)
+        : buffer(bytes, fill)
+    {
+        ok = dat_ia_open(const_cast<char*>("fastdapl-tcp"), 8, &async, &ia) == kOk &&
+             dat_pz_create(ia, &pz) == kOk &&
+             dat_evd_create(ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &recv_evd) == kOk &&
+             dat_evd_create(ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &request_evd) == kOk &&
+             dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd) == kOk &&
+             dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd) == kOk;
+        DAT_EP_ATTR attr{};
+        attr.service_type = DAT_SERVICE_TYPE_RC;
+        attr.max_recv_dtos = 128;
+        attr.max_request_dtos = 128;
+        attr.max_recv_iov = 4;
+        attr.max_request_iov = 4;
+        ok = ok && dat_ep_create(ia, pz, recv_evd, request_evd, conn_evd, &attr, &ep) == kOk;
+        DAT_REGION_DESCRIPTION region{};
+        region.for_va = buffer.data();
+        DAT_VLEN size;
+        DAT_VADDR va;
+        ok = ok && dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, buffer.size(), pz, privileges, DAT_VA_TYPE_VA, &lmr,
+                                  &lmr_context, &rmr_context, &size, &va) == kOk;
+        DAT_IA_ATTR ia_attr{};
+        ok = ok && dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &ia_attr, 0, nullptr) == kOk;
+        if (ok)
+            address = ia_attr.ia_address_ptr;
+    }
+    ~End()
+    {
+        if (ia)
+            dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+    }
+    bool next(DAT_EVD_HANDLE evd, DAT_EVENT& e, DAT_TIMEOUT timeout = kWait)
+    {
+        DAT_COUNT nmore;
+        return dat_evd_wait(evd, timeout, 1, &e, &nmore) == kOk;
+    }
+    DAT_LMR_TRIPLET piece(std::size_t offset, DAT_SEG_LENGTH length)
+    {
+        return {reinterpret_cast<DAT_VADDR>(buffer.data() + offset), length, lmr_context};
+    }
+    // Server side: listen anywhere, accept one request with `pdata`.
+    bool accept(const std::vector<char>& pdata, std::vector<char>* their_pdata = nullptr)
+    {
+        DAT_EVENT e;
+        if (!next(cr_evd, e) || e.event_number != DAT_CONNECTION_REQUEST_EVENT)
+            return false;
+        DAT_CR_HANDLE cr = e.event_data.cr_arrival_event_data.cr_handle;
+        if (their_pdata) {
+            DAT_CR_PARAM p{};
+            if (dat_cr_query(cr, DAT_CR_FIELD_ALL, &p) != kOk)
+                return false;
+            const char* bytes = static_cast<const char*>(p.private_data);
+            their_pdata->assign(bytes, bytes + p.private_data_size);
+        }
+        return dat_cr_accept(cr, ep, static_cast<DAT_COUNT>(pdata.size()), const_cast<char*>(pdata.data())) == kOk &&
+               next(conn_evd, e) && e.event_number == DAT_CONNECTION_EVENT_ESTABLISHED;
+    }
+
+    bool ok = false;
+    std::vector<char> buffer;
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL, recv_evd, request_evd, conn_evd, cr_evd;
+    DAT_PZ_HANDLE pz;
+    DAT_EP_HANDLE ep;
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lmr_context;
+    DAT_RMR_CONTEXT rmr_context;
+    DAT_IA_ADDRESS_PTR address = nullptr;
+};
+
+// Forks a server; `body` runs in the child with the write end of a pipe and
+// returns its exit status. The parent gets the child's pid and read end.
+template <typename Body>
+pid_t fork_server(int& read_fd, Body body)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(60); // a child never outlives a broken test
+        _exit(body(fds[1]));
+    }
+    close(fds[1]);
+    read_fd = fds[0];
+    return pid;
+}
+
+bool read_offer(int fd, Offer& offer)
+{
+    const bool got = read(fd, &offer, sizeof offer) == static_cast<ssize_t>(sizeof offer);
+    close(fd);
+    return got;
+}
+
+int exit_status(pid_t pid)
+{
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<char> pattern(std::size_t n, char seed)
+{
+    std::vector<char> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<char>(seed + static_cast<char>(i * 7));
+    return v;
+}
+
+bool connect(End& end, const Offer& offer, const std::vector<char>& pdata, DAT_EVENT& established)
+{
+    return dat_ep_connect(end.ep, end.address, offer.qual, kWait, static_cast<DAT_COUNT>(pdata.size()),
+                          const_cast<char*>(pdata.data()), DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG) == kOk &&
+           end.next(end.conn_evd, established) && established.event_number == DAT_CONNECTION_EVENT_ESTABLISHED;
+}
+
+TEST(TwoProcesses, PrivateDataBothWaysSendReceiveAndGracefulDisconnect)
+{
+    const std::vector<char> request_pdata = pattern(64, 'r'), reply_pdata = pattern(96, 'a');
+    int fd = -1;
+    const pid_t child = fork_server(fd, [&](int out) {
+        End server(1 << 16);
+        if (!server.ok)
+            return 10;
+        Offer offer{};
+        DAT_PSP_HANDLE psp;
+        if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
+            return 11;
+        DAT_LMR_TRIPLET r = server.piece(0, 4096);
+        if (dat_ep_post_recv(server.ep, 1, &r, DAT_DTO_COOKIE{.as_64 = 77}, DAT_COMPLETION_DEFAULT_FLAG) != kOk)
+            return 12;
+        if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer))
+            return 13;
+        std::vector<char> theirs;
+        if (!server.accept(reply_pdata, &theirs) || theirs != request_pdata)
+            return 14;
+        DAT_EVENT e;
+        if (!server.next(server.recv_evd, e) || e.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS ||
+            e.event_data.dto_completion_event_data.transfered_length != 3000 ||
+            e.event_data.dto_completion_event_data.user_cookie.as_64 != 77)
+            return 15;
+        const std::vector<char> expected = pattern(3000, 'm');
+        if (std::memcmp(server.buffer.data(), expected.data(), expected.size()) != 0)
+            return 16;
+        // Answer with what it got, reversed, then wait for the client to hang up.
+        std::vector<char> answer(expected.rbegin(), expected.rend());
+        std::memcpy(server.buffer.data() + 8192, answer.data(), answer.size());
+        DAT_LMR_TRIPLET s = server.piece(8192, 3000);
+        if (dat_ep_post_send(server.ep, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG) != kOk ||
+            !server.next(server.request_evd, e) || e.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+            return 17;
+        if (!server.next(server.conn_evd, e) || e.event_number != DAT_CONNECTION_EVENT_DISCONNECTED)
+            return 18;
+        return 0;
+    });
+    ASSERT_GT(child, 0);
+    Offer offer;
+    ASSERT_TRUE(read_offer(fd, offer));
+    End client(1 << 16);
+    ASSERT_TRUE(client.ok);
+    DAT_LMR_TRIPLET r = client.piece(16384, 4096);
+    ASSERT_EQ(dat_ep_post_recv(client.ep, 1, &r, DAT_DTO_COOKIE{.as_64 = 5}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e;
+    ASSERT_TRUE(connect(client, offer, request_pdata, e));
+    const auto& c = e.event_data.connect_event_data;
+    ASSERT_EQ(c.private_data_size, static_cast<DAT_COUNT>(reply_pdata.size()));
+    EXPECT_EQ(std::memcmp(c.private_data, reply_pdata.data(), reply_pdata.size()), 0);
+    // Three segments gathered into one message.
+    const std::vector<char> message = pattern(3000, 'm');
+    std::memcpy(client.buffer.data(), message.data(), 1000);
+    std::memcpy(client.buffer.data() + 4096, message.data() + 1000, 1500);
+    std::memcpy(client.buffer.data() + 8192, message.data() + 2500, 500);
+    DAT_LMR_TRIPLET gather[3] = {client.piece(0, 1000), client.piece(4096, 1500), client.piece(8192, 500)};
+    ASSERT_EQ(dat_ep_post_send(client.ep, 3, gather, DAT_DTO_COOKIE{.as_64 = 6}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_TRUE(client.next(client.request_evd, e));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 6u);
+    ASSERT_TRUE(client.next(client.recv_evd, e));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 3000u);
+    EXPECT_TRUE(std::equal(message.rbegin(), message.rend(), client.buffer.begin() + 16384));
+    ASSERT_EQ(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG), kOk);
+    ASSERT_TRUE(client.next(client.conn_evd, e));
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+    EXPECT_EQ(exit_status(child), 0);
+}
+
+// The server exposes a region; the client writes just past its end, or into
+// a region that grants no remote write. The client's write fails with a
+// remote access error, both sides see BROKEN, and the server's memory is
+// byte for byte what it was.
+class RemoteViolation : public ::testing::TestWithParam<DAT_MEM_PRIV_FLAGS> {};
+
+TEST_P(RemoteViolation, FailsTheWriterAndLeavesTheTargetUntouched)
+{
+    const DAT_MEM_PRIV_FLAGS privileges = GetParam();
+    const bool out_of_range = privileges == DAT_MEM_PRIV_ALL_FLAG;
+    int fd = -1;
+    const pid_t child = fork_server(fd, [&](int out) {
+        End server(8192, privileges, 'S');
+        if (!server.ok)
+            return 10;
+        Offer offer{};
+        DAT_PSP_HANDLE psp;
+        if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
+            return 11;
+        offer.address = reinterpret_cast<DAT_VADDR>(server.buffer.data());
+        offer.rmr_context = server.rmr_context;
+        offer.length = server.buffer.size();
+        if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
+            return 12;
+        DAT_EVENT e;
+        if (!server.next(server.conn_evd, e) || e.event_number != DAT_CONNECTION_EVENT_BROKEN)
+            return 13;
+        for (char byte : server.buffer)
+            if (byte != 'S')
+                return 14; // a byte moved
+        return 0;
+    });
+    ASSERT_GT(child, 0);
+    Offer offer;
+    ASSERT_TRUE(read_offer(fd, offer));
+    End client(4096, DAT_MEM_PRIV_ALL_FLAG, 'C');
+    ASSERT_TRUE(client.ok);
+    DAT_EVENT e;
+    ASSERT_TRUE(connect(client, offer, {}, e));
+    DAT_LMR_TRIPLET source = client.piece(0, 64);
+    DAT_RMR_TRIPLET target{};
+    target.rmr_context = offer.rmr_context;
+    target.virtual_address = offer.address + (out_of_range ? offer.length - 32 : 0); // half past the end
+    target.segment_length = 64;
+    ASSERT_EQ(dat_ep_post_rdma_write(client.ep, 1, &source, DAT_DTO_COOKIE{.as_64 = 9}, &target,
+                                     DAT_COMPLETION_DEFAULT_FLAG),
+              kOk);
+    ASSERT_TRUE(client.next(client.request_evd, e));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 9u);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_REMOTE_ACCESS);
+    ASSERT_TRUE(client.next(client.conn_evd, e));
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(exit_status(child), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(OutOfRangeOrNoRemoteWrite, RemoteViolation,
+                         ::testing::Values(DAT_MEM_PRIV_ALL_FLAG,
+                                           static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG |
+                                                                           DAT_MEM_PRIV_LOCAL_WRITE_FLAG |
+                                                                           DAT_MEM_PRIV_REMOTE_READ_FLAG)));
+
+TEST(TwoProcesses, PeerKilledMidTransferBreaksAndFlushesEverything)
+{
+    constexpr std::size_t kChunk = 1 << 20;
+    int fd = -1;
+    const pid_t child = fork_server(fd, [&](int out) {
+        End server(kChunk);
+        if (!server.ok)
+            return 10;
+        Offer offer{};
+        DAT_PSP_HANDLE psp;
+        if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
+            return 11;
+        offer.address = reinterpret_cast<DAT_VADDR>(server.buffer.data());
+        offer.rmr_context = server.rmr_context;
+        offer.length = server.buffer.size();
+        if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
+            return 12;
+        pause(); // the engine thread serves the writes until the parent kills us
+        return 13;
+    });
+    ASSERT_GT(child, 0);
+    Offer offer;
+    ASSERT_TRUE(read_offer(fd, offer));
+    End client(kChunk);
+    ASSERT_TRUE(client.ok);
+    DAT_EVENT e;
+    ASSERT_TRUE(connect(client, offer, {}, e));
+    constexpr int kWrites = 100, kRecvs = 8;
+    for (int i = 0; i < kRecvs; ++i) {
+        DAT_LMR_TRIPLET r = client.piece(0, 64);
+        ASSERT_EQ(dat_ep_post_recv(client.ep, 1, &r, DAT_DTO_COOKIE{.as_64 = static_cast<DAT_UINT64>(i)},
+                                   DAT_COMPLETION_DEFAULT_FLAG),
+                  kOk);
+    }
+    DAT_LMR_TRIPLET source = client.piece(0, kChunk);
+    DAT_RMR_TRIPLET target{offer.address, static_cast<DAT_SEG_LENGTH>(kChunk), offer.rmr_context};
+    for (int i = 0; i < kWrites; ++i)
+        ASSERT_EQ(dat_ep_post_rdma_write(client.ep, 1, &source, DAT_DTO_COOKIE{.as_64 = static_cast<DAT_UINT64>(i)},
+                                         &target, DAT_COMPLETION_DEFAULT_FLAG),
+                  kOk);
+    // Let some go through, then the peer dies mid-stream.
+    ASSERT_TRUE(client.next(client.request_evd, e));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    const auto killed_at = std::chrono::steady_clock::now();
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+    EXPECT_EQ(exit_status(child), 128 + SIGKILL);
+
+    ASSERT_TRUE(client.next(client.conn_evd, e));
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(10));
+    // Every write completes, in order: successes, at most one transport
+    // error, then flushes.
+    int completed = 1, errors = 0;
+    bool failed = false;
+    while (completed < kWrites) {
+        ASSERT_TRUE(client.next(client.request_evd, e)) << completed;
+        const auto& d = e.event_data.dto_completion_event_data;
+        EXPECT_EQ(d.user_cookie.as_64, static_cast<DAT_UINT64>(completed));
+        if (d.status == DAT_DTO_SUCCESS) {
+            EXPECT_FALSE(failed) << "a success after a failure, at " << completed;
+        } else {
+            if (d.status != DAT_DTO_ERR_FLUSHED)
+                ++errors;
+            failed = true;
+        }
+        ++completed;
+    }
+    EXPECT_LE(errors, 1);
+    for (int i = 0; i < kRecvs; ++i) {
+        ASSERT_TRUE(client.next(client.recv_evd, e));
+        EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, static_cast<DAT_UINT64>(i));
+    }
+    EXPECT_EQ(type_of(dat_evd_dequeue(client.conn_evd, &e)), static_cast<DAT_RETURN>(DAT_QUEUE_EMPTY));
+    EXPECT_EQ(dat_ep_free(client.ep), kOk);
+}
+
+} // namespace
