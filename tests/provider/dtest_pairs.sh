@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian's dtest, server and client, on the fastdapl-tcp IA over loopback:
-# default run and -W ping-pong, with our libdat2 (LD_LIBRARY_PATH) and with
+# default run, -W ping-pong and -D (ping-pong with data validation, 64 KiB
+# buffers to keep it short), with our libdat2 (LD_LIBRARY_PATH) and with
 # Debian's libdat2 hosting our provider (DAT_OVERRIDE only).
 # usage: dtest_pairs.sh LIBDAT2_DIR PROVIDER_CONF
 # dtest prints FAILED yet exits 0: the check reads its output.
@@ -40,6 +41,8 @@ run_pair() { # label, registry(ours|debian), dtest options...
 
 run_pair default-ours ours
 run_pair pingpong-ours ours -W
+run_pair validate-ours ours -D -b 65536
 run_pair default-debian debian
 run_pair pingpong-debian debian -W
+run_pair validate-debian debian -D -b 65536
 exit $fail
