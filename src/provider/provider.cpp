@@ -2033,15 +2033,28 @@ DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE handle)
 
 DAT_RETURN evd_resize(DAT_EVD_HANDLE handle, DAT_COUNT qlen)
 {
+    // Not thread safe with other calls on the same EVD (the spec leaves that
+    // to the provider): its completion queue is replaced.
     Evd* evd = from_handle<Evd>(handle);
     if (!evd)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
     if (qlen <= 0 || qlen > kMaxEvdQlen)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    {
+        std::lock_guard lock(evd->mutex);
+        if (evd->waiters > 0)
+            return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+        if (qlen < ready_events(evd, kMaxEvdQlen))
+            return error(DAT_INVALID_STATE); // events would be lost
+    }
+    // Outside the EVD's lock: the software NIC takes its own, then notifies
+    // EVDs (which takes theirs).
+    if (evd->cq && !evd->ia->device->resize_cq(evd->cq, static_cast<std::uint32_t>(qlen)))
+        return error(DAT_INVALID_STATE); // completions arrived meanwhile and would not fit
     std::lock_guard lock(evd->mutex);
-    if (qlen < static_cast<DAT_COUNT>(evd->events.size()))
-        return error(DAT_INVALID_STATE);
-    evd->qlen = qlen; // the queue itself grows on demand: nothing is lost
+    if (evd->cq)
+        evd->cq_view.init(evd->cq->descriptor());
+    evd->qlen = qlen; // software events: the queue grows on demand
     return DAT_SUCCESS;
 }
 

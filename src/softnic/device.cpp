@@ -175,6 +175,34 @@ Cq* Device::create_cq(std::uint32_t min_entries)
     return cq.release();
 }
 
+bool Device::resize_cq(Cq* cq, std::uint32_t min_entries)
+{
+    std::lock_guard lock(mutex_); // no CQE is written meanwhile
+    const std::uint32_t cnt = round_pow2(std::max<std::uint32_t>(min_entries, 2));
+    const std::uint32_t consumed = load_be32(&cq->dbrec_[0]) & 0xffffff;
+    const std::uint32_t pending = (cq->pi_ - consumed) & 0xffffff;
+    if (pending > cnt)
+        return false;
+    std::unique_ptr<std::uint8_t, void (*)(void*)> mem(aligned_zeroed(static_cast<std::size_t>(cnt) * 64), &std::free);
+    if (!mem)
+        return false;
+    for (std::uint32_t i = 0; i < cnt; ++i)
+        mem.get()[i * 64 + 63] = MLX5_CQE_INVALID << 4 | 1;
+    for (std::uint32_t j = 0; j < pending; ++j) {
+        std::uint8_t* to = mem.get() + static_cast<std::size_t>(j) * 64;
+        std::memcpy(to, cq->mem_.get() + static_cast<std::size_t>((consumed + j) & (cq->cnt_ - 1)) * 64, 64);
+        to[63] = static_cast<std::uint8_t>(to[63] & ~1u); // owner bit of index j < cnt: software's on pass 0
+    }
+    cq->mem_ = std::move(mem);
+    cq->cnt_ = cnt;
+    cq->log_ = fastpath::log2_of(cnt);
+    cq->pi_ = pending;
+    cq->dbrec_[0] = 0;
+    cq->dv_.buf = cq->mem_.get();
+    cq->dv_.cqe_cnt = cnt;
+    return true;
+}
+
 void Device::destroy_cq(Cq* cq)
 {
     std::lock_guard lock(mutex_);

@@ -137,6 +137,10 @@ public:
     std::uint32_t alloc_pd() { return next_pd_.fetch_add(1) ; }
 
     Cq* create_cq(std::uint32_t min_entries);
+    // A new ring of at least `min_entries`, holding the CQEs software has not
+    // consumed yet (its consumer index, as published, starts again at 0).
+    // False, and nothing changed, when they would not fit or memory is short.
+    bool resize_cq(Cq* cq, std::uint32_t min_entries);
     void destroy_cq(Cq* cq);
     Qp* create_qp(std::uint32_t pd, Cq* send_cq, Cq* recv_cq, std::uint32_t sq_wqes, std::uint32_t rq_wqes,
                   std::uint32_t max_sge, std::uint32_t max_inline);

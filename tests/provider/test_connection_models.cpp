@@ -371,4 +371,47 @@ TEST_F(Models, DtoEvdOverflowIsReportedAndBreaksItsConnections)
     ASSERT_EQ(dat_psp_free(psp), kOk);
 }
 
+TEST_F(Models, ResizedDtoEvdKeepsPendingCompletionsAndTakesMore)
+{
+    DAT_EVD_HANDLE small;
+    ASSERT_EQ(dat_evd_create(ia, 2, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &small), kOk);
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a), b = make_ep(small, conn_b);
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_ep_connect(a, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), kOk);
+    ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    auto exchange = [&](int first, int count) {
+        for (int i = first; i < first + count; ++i) {
+            DAT_LMR_TRIPLET r = piece(4096 + static_cast<std::size_t>(i) * 64, 64);
+            ASSERT_EQ(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{.as_64 = static_cast<DAT_UINT64>(i)},
+                                       DAT_COMPLETION_DEFAULT_FLAG),
+                      kOk);
+        }
+        for (int i = first; i < first + count; ++i) {
+            DAT_LMR_TRIPLET s = piece(0, 64);
+            ASSERT_EQ(dat_ep_post_send(a, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+            ASSERT_EQ(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+        }
+    };
+    exchange(0, 2); // the small EVD is full now, nothing reaped
+    EXPECT_EQ(type_of(dat_evd_resize(small, 1)), t(DAT_INVALID_STATE)); // two are waiting
+    ASSERT_EQ(dat_evd_resize(small, 16), kOk);
+    DAT_EVD_PARAM param{};
+    ASSERT_EQ(dat_evd_query(small, DAT_EVD_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.evd_qlen, 16);
+    exchange(2, 6); // eight in all: more than the old size, no overflow
+    for (int i = 0; i < 8; ++i) {
+        e = next(small);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, static_cast<DAT_UINT64>(i));
+        EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    }
+    EXPECT_EQ(type_of(dat_evd_dequeue(async, &e)), t(DAT_QUEUE_EMPTY)); // no overflow report
+    EXPECT_EQ(state_of(b), DAT_EP_STATE_CONNECTED);
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+}
+
 } // namespace
