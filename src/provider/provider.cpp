@@ -897,7 +897,8 @@ void cm_request(Ia* ia, const cm::Request& r)
     cr->remote = r.remote;
     cr->conn_qual = r.conn_qual;
     cr->private_data_size = static_cast<std::uint32_t>(r.private_data.size());
-    std::memcpy(cr->private_data, r.private_data.data(), r.private_data.size());
+    if (!r.private_data.empty())
+        std::memcpy(cr->private_data, r.private_data.data(), r.private_data.size());
     DAT_EVENT e{};
     e.event_number = DAT_CONNECTION_REQUEST_EVENT;
     e.evd_handle = psp->evd;
