@@ -31,6 +31,7 @@ public:
 
     std::string name;
     sockaddr_storage address{};
+    std::atomic<DAT_IA_HANDLE> consumer_handle{nullptr}; // as the hosting registry names it (found lazily)
     std::unique_ptr<softnic::Device> device;
     Evd* async_evd = nullptr;
     bool owns_async_evd = false;

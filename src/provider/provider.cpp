@@ -6,6 +6,7 @@
 #include "objects.hpp"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <ifaddrs.h>
@@ -65,6 +66,33 @@ bool resolve_address(const std::string& params, sockaddr_storage& out)
         }
     }
     freeifaddrs(list);
+    return found;
+}
+
+// --- IA handles in query results ----------------------------------------------
+
+// The IA handle a consumer holds: the registry that hosts us gave it out, and
+// only it knows the mapping. Debian's registry hands out small indexes and
+// takes nothing else, so the first time it is asked for, the index that
+// dats_get_ia_handle maps to this IA is looked for; our registry takes the
+// provider's own pointer as well, which is the answer when none is found.
+using GetIaHandle = DAT_RETURN (*)(DAT_IA_HANDLE, DAT_IA_HANDLE*);
+
+DAT_IA_HANDLE consumer_handle(Ia* ia)
+{
+    if (DAT_IA_HANDLE known = ia->consumer_handle.load(std::memory_order_acquire))
+        return known;
+    static const auto get = reinterpret_cast<GetIaHandle>(dlsym(RTLD_DEFAULT, "dats_get_ia_handle"));
+    DAT_IA_HANDLE found = ia;
+    constexpr std::uintptr_t kIndexesTried = 4096;
+    for (std::uintptr_t i = 1; get && i < kIndexesTried; ++i) {
+        DAT_IA_HANDLE real = nullptr;
+        if (get(reinterpret_cast<DAT_IA_HANDLE>(i), &real) == DAT_SUCCESS && real == ia) {
+            found = reinterpret_cast<DAT_IA_HANDLE>(i);
+            break;
+        }
+    }
+    ia->consumer_handle.store(found, std::memory_order_release);
     return found;
 }
 
@@ -463,7 +491,7 @@ DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM* 
     if (!mask)
         return DAT_SUCCESS;
     std::memset(p, 0, sizeof *p);
-    p->ia_handle = ep->ia;
+    p->ia_handle = consumer_handle(ep->ia);
     p->ep_state = ep->state.load();
     p->local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep->ia->address);
     p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ep->remote);
@@ -1002,7 +1030,7 @@ DAT_RETURN psp_query(DAT_PSP_HANDLE handle, DAT_PSP_PARAM_MASK mask, DAT_PSP_PAR
     if (mask && !p)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (mask) {
-        p->ia_handle = psp->ia;
+        p->ia_handle = consumer_handle(psp->ia);
         p->conn_qual = psp->conn_qual;
         p->evd_handle = psp->evd;
         p->psp_flags = psp->flags;
@@ -1059,7 +1087,7 @@ DAT_RETURN rsp_query(DAT_RSP_HANDLE handle, DAT_RSP_PARAM_MASK mask, DAT_RSP_PAR
     if (mask && !p)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (mask) {
-        p->ia_handle = rsp->ia;
+        p->ia_handle = consumer_handle(rsp->ia);
         p->conn_qual = rsp->conn_qual;
         p->evd_handle = rsp->evd;
         p->ep_handle = rsp->reserved_ep;
@@ -1249,7 +1277,7 @@ DAT_RETURN cno_query(DAT_CNO_HANDLE handle, DAT_CNO_PARAM_MASK mask, DAT_CNO_PAR
         return DAT_SUCCESS;
     std::lock_guard lock(cno->mutex);
     std::memset(param, 0, sizeof *param);
-    param->ia_handle = cno->ia;
+    param->ia_handle = consumer_handle(cno->ia);
     if (cno->fd >= 0) {
         param->proxy_type = DAT_PROXY_TYPE_FD;
         param->proxy.fd = cno->fd;
@@ -1662,7 +1690,7 @@ DAT_RETURN pz_query(DAT_PZ_HANDLE handle, DAT_PZ_PARAM_MASK mask, DAT_PZ_PARAM* 
     if (mask && !param)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (mask & DAT_PZ_FIELD_IA_HANDLE)
-        param->ia_handle = pz->ia;
+        param->ia_handle = consumer_handle(pz->ia);
     return DAT_SUCCESS;
 }
 
@@ -1782,7 +1810,7 @@ DAT_RETURN lmr_query(DAT_LMR_HANDLE handle, DAT_LMR_PARAM_MASK mask, DAT_LMR_PAR
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (!mask)
         return DAT_SUCCESS;
-    param->ia_handle = lmr->ia;
+    param->ia_handle = consumer_handle(lmr->ia);
     param->mem_type = lmr->mem_type;
     param->region_desc = lmr->region;
     param->length = lmr->length;
@@ -1878,7 +1906,7 @@ DAT_RETURN evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_PAR
     if (!mask)
         return DAT_SUCCESS;
     std::lock_guard lock(evd->mutex);
-    param->ia_handle = evd->ia;
+    param->ia_handle = consumer_handle(evd->ia);
     param->evd_qlen = evd->qlen;
     param->evd_state = static_cast<DAT_EVD_STATE>((evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
                                                   (evd->waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE) |
