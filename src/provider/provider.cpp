@@ -835,7 +835,10 @@ DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_
 {
     if (DAT_RETURN rc = check_request_state(ep); rc != DAT_SUCCESS) [[unlikely]]
         return rc;
-    if (n < 0 || n > max_iov || (n > 0 && !iov) || (flags & ~kPostFlags)) [[unlikely]]
+    // UNSIGNALLED only on an EP whose request stream was set up for it (spec 6.8.1).
+    const bool unsignalled_refused =
+        (flags & DAT_COMPLETION_UNSIGNALLED_FLAG) && !(ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG);
+    if (n < 0 || n > max_iov || (n > 0 && !iov) || (flags & ~kPostFlags) || unsignalled_refused) [[unlikely]]
         return error(DAT_INVALID_PARAMETER, n < 0 || n > max_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
     std::uint64_t total = 0;
     for (DAT_COUNT i = 0; i < n; ++i)
@@ -888,7 +891,9 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov,
     if (!ep) [[unlikely]]
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     if (n < 0 || n > ep->attr.max_recv_iov || (n > 0 && !iov) || (flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
-        (flags & ~kPostFlags)) [[unlikely]]
+        (flags & ~kPostFlags) ||
+        ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) && !(ep->attr.recv_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG)))
+        [[unlikely]]
         return error(DAT_INVALID_PARAMETER, n < 0 || n > ep->attr.max_recv_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
     if (!ep->qp) {
         if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)

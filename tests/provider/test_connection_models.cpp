@@ -371,6 +371,42 @@ TEST_F(Models, DtoEvdOverflowIsReportedAndBreaksItsConnections)
     ASSERT_EQ(dat_psp_free(psp), kOk);
 }
 
+TEST_F(Models, UnsignalledOnlyWhereTheEndpointAllowsIt)
+{
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b); // default completion flags
+    DAT_LMR_TRIPLET s = piece(0, 8), r = piece(4096, 8);
+    EXPECT_EQ(type_of(dat_ep_post_send(a, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_UNSIGNALLED_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_UNSIGNALLED_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_SUPPRESS_FLAG)),
+              t(DAT_INVALID_PARAMETER)); // suppress is for requests only
+
+    // An EP set up for unsignalled requests takes the flag; the completion
+    // is still an event (a non-notification one).
+    DAT_EP_ATTR attr{};
+    attr.service_type = DAT_SERVICE_TYPE_RC;
+    attr.request_completion_flags = DAT_COMPLETION_UNSIGNALLED_FLAG;
+    DAT_EP_HANDLE quiet = make_ep(dto_a, conn_a, &attr), peer = make_ep(dto_b, conn_b);
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_ep_connect(quiet, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, peer, 0, nullptr), kOk);
+    ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(dat_ep_post_recv(peer, 1, &r, DAT_DTO_COOKIE{.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_ep_post_send(quiet, 1, &s, DAT_DTO_COOKIE{.as_64 = 2}, DAT_COMPLETION_UNSIGNALLED_FLAG), kOk);
+    EXPECT_EQ(next(dto_b).event_data.dto_completion_event_data.user_cookie.as_64, 1u);
+    e = next(dto_a);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 2u);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+}
+
 TEST_F(Models, ResizedDtoEvdKeepsPendingCompletionsAndTakesMore)
 {
     DAT_EVD_HANDLE small;
