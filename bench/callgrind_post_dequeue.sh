@@ -15,29 +15,35 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Instructions of the thread that made the collected calls (the one with a
 # nonzero total: collection is only on around those calls).
-count() { # mode
+count() { # mode [label]
+    local label=${2:-$1}
     valgrind --tool=callgrind --collect-atstart=no --separate-threads=yes \
-        --callgrind-out-file="$work/$1.%p" "$bin" "$1" "$n" >"$work/$1.log" 2>&1 ||
-        { cat "$work/$1.log"; exit 1; }
+        --callgrind-out-file="$work/$label.%p" "$bin" "$1" "$n" >"$work/$label.log" 2>&1 ||
+        { cat "$work/$label.log"; exit 1; }
     local best=0
-    for f in "$work/$1".*-*; do
+    for f in "$work/$label".*-*; do
         local ir
         ir=$(awk '/^summary:/ {print $2}' "$f")
         [ -n "$ir" ] && [ "$ir" -gt "$best" ] && best=$ir
     done
     local engine=0
-    for f in "$work/$1".*-*; do
+    for f in "$work/$label".*-*; do
         local ir
         ir=$(awk '/^summary:/ {print $2}' "$f")
         [ -n "$ir" ] && [ "$ir" -ne "$best" ] && engine=$((engine + ir))
     done
     echo "$best $engine"
 }
-read -r post post_other < <(count post)
+# The fast path alone: the softnic's engine thread executes the WQE. Then
+# the default, where an 8-byte send on an idle QP is executed (and written
+# to the socket) by the posting thread: the softnic's work, stated apart.
+read -r post post_other < <(FASTDAPL_SOFTNIC_INLINE=0 count post post-fastpath)
+read -r post_inline _ < <(count post post-inline)
 read -r dequeue dequeue_other < <(count dequeue)
 per_post=$((post / n))
 per_dequeue=$((dequeue / n))
 echo "instructions per dat_ep_post_send (8 B): $per_post  (other threads while collecting: $((post_other / n)) per call)"
+echo "  with the softnic sending it from the posting thread: $((post_inline / n)) (softnic work: $(((post_inline - post) / n)))"
 echo "instructions per dat_evd_dequeue:        $per_dequeue  (other threads while collecting: $((dequeue_other / n)) per call)"
 fail=0
 if [ -n "$post_budget" ] && [ "$per_post" -gt "$post_budget" ]; then

@@ -33,6 +33,7 @@ public:
     sockaddr_storage address{};
     std::atomic<DAT_IA_HANDLE> consumer_handle{nullptr}; // as the hosting registry names it (found lazily)
     std::unique_ptr<softnic::Device> device;
+    bool inline_sends = true; // a post on an idle QP is sent from the caller's thread
     Evd* async_evd = nullptr;
     bool owns_async_evd = false;
     std::atomic<int> children{0}; // live consumer objects, for a graceful close

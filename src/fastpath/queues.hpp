@@ -153,12 +153,7 @@ public:
         *dbrec_ = htobe32(pi_ & 0xffff);
         switch (doorbell_) {
         case DoorbellMode::software:
-            // The engine reads the doorbell record; wake it only if it sleeps.
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-            if (software_.sleeping && software_.sleeping->load(std::memory_order_relaxed) != 0) {
-                const std::uint64_t one = 1;
-                [[maybe_unused]] ssize_t n = ::write(software_.wake_fd, &one, sizeof one);
-            }
+            wake_software_engine();
             break;
         case DoorbellMode::uar_8byte:
             wc_fence();
@@ -180,6 +175,26 @@ public:
             break;
         }
         pending_ = 0;
+    }
+
+    // Software doorbell in two steps, for a caller that can execute the
+    // queue itself: the doorbell record only; then, if it could not, the wake.
+    void publish_only()
+    {
+        if (pending_ == 0)
+            return;
+        store_fence();
+        *dbrec_ = htobe32(pi_ & 0xffff);
+        pending_ = 0;
+    }
+    // The engine reads the doorbell record; wake it only if it sleeps.
+    void wake_software_engine()
+    {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (software_.sleeping && software_.sleeping->load(std::memory_order_relaxed) != 0) {
+            const std::uint64_t one = 1;
+            [[maybe_unused]] ssize_t n = ::write(software_.wake_fd, &one, sizeof one);
+        }
     }
 
     // The slot of the WQE a requester CQE names.

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -345,6 +346,7 @@ DAT_EP_ATTR default_ep_attr()
 
 constexpr std::uint32_t kMaxInline = 64;
 constexpr DAT_COUNT kMaxDtosPerEp = 1 << 14;
+constexpr std::uint64_t kInlineSendLimit = 64 * 1024; // softnic: sent from the posting thread up to this
 constexpr DAT_COUNT kMaxRdmaReadPerEp = 16;
 
 void ep_connection_ended(void* context, bool orderly)
@@ -858,7 +860,12 @@ DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_
                      static_cast<std::uint32_t>(total), remote ? &ra : nullptr, 0, fastpath::control_flags(flags),
                      cookie.as_64)) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
-    ep->sq.ring();
+    // The software NIC: send from this thread rather than wake the engine's.
+    // Large messages stay with the engine: copying them here would delay the
+    // caller more than a wake-up costs.
+    ep->sq.publish_only();
+    if (!ep->ia->inline_sends || total > kInlineSendLimit || !ep->ia->device->kick(ep->qp))
+        ep->sq.wake_software_engine();
     return DAT_SUCCESS;
 }
 
@@ -1429,6 +1436,10 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     ia->name = name;
     ia->address = addr;
     ia->device = std::make_unique<softnic::Device>();
+    // FASTDAPL_SOFTNIC_INLINE=0: every post wakes the engine thread (to
+    // measure the fast path alone, or compare).
+    const char* inline_env = std::getenv("FASTDAPL_SOFTNIC_INLINE");
+    ia->inline_sends = !(inline_env && std::strcmp(inline_env, "0") == 0);
     ia->cm = std::make_unique<cm::SocketCm>(cm::SocketCm::Callbacks{
         [ia](const cm::Request& r) { cm_request(ia, r); },
         [ia](std::uint64_t id, cm::Outcome o, int fd, const cm::Message& m) { cm_result(ia, id, o, fd, m); }});

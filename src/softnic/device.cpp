@@ -344,6 +344,30 @@ bool Device::advance_drain(Qp& qp)
     return false;
 }
 
+bool Device::kick(Qp* qp)
+{
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock())
+        return false;
+    // Only when the wire is idle for this QP (a ping-pong): a stream of
+    // posts is better left to the engine, which batches them while the
+    // consumer goes on posting.
+    if (qp->state() != QpState::ready || !qp->inflight_.empty() || qp->out_sent_ < qp->out_.size())
+        return false;
+    execute_send_queue(*qp);
+    flush_output(*qp);
+    if (qp->state() == QpState::ready)
+        update_epoll(*qp);
+    for (Cq* cq : {qp->send_cq_, qp->recv_cq_}) { // a local error completes at once
+        if (cq->pushed_) {
+            cq->pushed_ = false;
+            if (auto fn = cq->notify_.load(std::memory_order_acquire))
+                fn(cq->notify_context_);
+        }
+    }
+    return true;
+}
+
 void Device::progress()
 {
     std::unique_lock lock(mutex_, std::try_to_lock);

@@ -163,6 +163,11 @@ public:
     // One round of work on the caller's thread (the consumer polls), if the
     // engine thread is not busy with it already.
     void progress();
+    // Puts what `qp`'s send queue holds on the wire from the caller's thread
+    // (a post), saving the engine thread's wake-up, when nothing of this QP
+    // is in flight. False when it did not (busy QP, or another thread holds
+    // the engine): ring the doorbell then.
+    bool kick(Qp* qp);
 
 private:
     void run();
