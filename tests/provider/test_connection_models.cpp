@@ -407,6 +407,49 @@ TEST_F(Models, UnsignalledOnlyWhereTheEndpointAllowsIt)
     ASSERT_EQ(dat_psp_free(psp), kOk);
 }
 
+TEST_F(Models, ConnectTimesOutThenTheLateAcceptFailsToComplete)
+{
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a), b = make_ep(dto_b, conn_b);
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    DAT_LMR_TRIPLET r = piece(0, 64);
+    ASSERT_EQ(dat_ep_post_recv(a, 1, &r, DAT_DTO_COOKIE{.as_64 = 3}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_ep_connect(a, address, qual, 200000 /* 0.2 s */, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                             DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    EXPECT_EQ(state_of(a), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+    DAT_EVENT request = next(cr_evd); // arrives, but nobody answers in time
+    ASSERT_EQ(request.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    DAT_EVENT e = next(conn_a);
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_TIMED_OUT);
+    EXPECT_EQ(state_of(a), DAT_EP_STATE_DISCONNECTED);
+    e = next(dto_a); // the receive posted before is flushed
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 3u);
+    // The late accept is taken, and then fails to complete (spec 6.4.5.3).
+    ASSERT_EQ(dat_cr_accept(request.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
+    EXPECT_EQ(state_of(b), DAT_EP_STATE_DISCONNECTED);
+
+    // Both EPs are reusable after a reset: connect them for real.
+    ASSERT_EQ(dat_ep_reset(a), kOk);
+    ASSERT_EQ(dat_ep_reset(b), kOk);
+    EXPECT_EQ(state_of(a), DAT_EP_STATE_UNCONNECTED);
+    ASSERT_EQ(dat_ep_connect(a, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG), kOk);
+    request = next(cr_evd);
+    ASSERT_EQ(dat_cr_accept(request.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    DAT_LMR_TRIPLET s = piece(0, 16), into = piece(8192, 64);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &into, DAT_DTO_COOKIE{.as_64 = 4}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_ep_post_send(a, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    e = next(dto_b);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 16u);
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+}
+
 TEST_F(Models, ResizedDtoEvdKeepsPendingCompletionsAndTakesMore)
 {
     DAT_EVD_HANDLE small;
