@@ -1910,6 +1910,25 @@ DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, 
     return DAT_SUCCESS;
 }
 
+// Whether an EP stream feeding `evd` completes in a mode where a threshold
+// above 1 means nothing (UNSIGNALLED requests or receives, SOLICITED_WAIT
+// receives). Looked up only for such waits, which are rare.
+bool fed_without_threshold(Evd* evd)
+{
+    constexpr auto kRecvModes = static_cast<DAT_COMPLETION_FLAGS>(DAT_COMPLETION_UNSIGNALLED_FLAG |
+                                                                  DAT_COMPLETION_SOLICITED_WAIT_FLAG);
+    std::lock_guard lock(evd->ia->objects_mutex);
+    for (Object* o : evd->ia->objects) {
+        if (o->type != DAT_HANDLE_TYPE_EP)
+            continue;
+        const auto* ep = static_cast<const Ep*>(o);
+        if ((ep->recv_evd == evd && (ep->attr.recv_completion_flags & kRecvModes)) ||
+            (ep->request_evd == evd && (ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG)))
+            return true;
+    }
+    return false;
+}
+
 DAT_RETURN evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_PARAM* param)
 {
     Evd* evd = from_handle<Evd>(handle);
@@ -1924,9 +1943,10 @@ DAT_RETURN evd_query(DAT_EVD_HANDLE handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_PAR
     std::lock_guard lock(evd->mutex);
     param->ia_handle = consumer_handle(evd->ia);
     param->evd_qlen = evd->qlen;
-    param->evd_state = static_cast<DAT_EVD_STATE>((evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
-                                                  (evd->waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE) |
-                                                  DAT_EVD_STATE_CONFIG_THRESHOLD);
+    param->evd_state = static_cast<DAT_EVD_STATE>(
+        (evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
+        (evd->waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE) |
+        (fed_without_threshold(evd) ? DAT_EVD_STATE_CONFIG_NOTIFY : DAT_EVD_STATE_CONFIG_THRESHOLD));
     param->cno_handle = evd->cno.load();
     param->evd_flags = evd->flags;
     return DAT_SUCCESS;
@@ -1992,6 +2012,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT* event)
     return error(DAT_QUEUE_EMPTY);
 }
 
+
 DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT threshold, DAT_EVENT* event, DAT_COUNT* nmore)
 {
     Evd* evd = from_handle<Evd>(handle);
@@ -2001,6 +2022,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (!event)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if (threshold > 1 && fed_without_threshold(evd))
+        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_NOTIFY);
     std::unique_lock lock(evd->mutex);
     if (!evd->waitable)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);

@@ -399,6 +399,14 @@ TEST_F(Models, UnsignalledOnlyWhereTheEndpointAllowsIt)
     ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
     ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
     ASSERT_EQ(dat_ep_post_recv(peer, 1, &r, DAT_DTO_COOKIE{.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    // A threshold means nothing on an EVD fed by an unsignalled stream.
+    DAT_COUNT nmore;
+    EXPECT_EQ(type_of(dat_evd_wait(dto_a, 1000, 2, &e, &nmore)), t(DAT_INVALID_STATE));
+    DAT_EVD_PARAM param{};
+    ASSERT_EQ(dat_evd_query(dto_a, DAT_EVD_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.evd_state & DAT_EVD_STATE_CONFIG_THRESHOLD, DAT_EVD_STATE_CONFIG_NOTIFY);
+    ASSERT_EQ(dat_evd_query(dto_b, DAT_EVD_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.evd_state & DAT_EVD_STATE_CONFIG_THRESHOLD, DAT_EVD_STATE_CONFIG_THRESHOLD);
     ASSERT_EQ(dat_ep_post_send(quiet, 1, &s, DAT_DTO_COOKIE{.as_64 = 2}, DAT_COMPLETION_UNSIGNALLED_FLAG), kOk);
     EXPECT_EQ(next(dto_b).event_data.dto_completion_event_data.user_cookie.as_64, 1u);
     e = next(dto_a);
