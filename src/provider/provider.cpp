@@ -402,6 +402,16 @@ bool dto_evd(Evd* evd) { return evd && (evd->flags & DAT_EVD_DTO_FLAG) && evd->c
 
 // Fills zero fields with the provider's defaults (the reference reads zero
 // so and consumers rely on it), then checks what the softnic can do.
+// An enum field as the integer the consumer stored: it may hold any value,
+// and reading it as the enum type would be undefined for unknown ones.
+template <typename E>
+std::underlying_type_t<E> raw(const E& field)
+{
+    std::underlying_type_t<E> v;
+    std::memcpy(&v, &field, sizeof v);
+    return v;
+}
+
 DAT_RETURN complete_ep_attr(DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE which_arg)
 {
     const DAT_EP_ATTR d = default_ep_attr();
@@ -417,13 +427,13 @@ DAT_RETURN complete_ep_attr(DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE which_arg)
         a.max_rdma_size = d.max_rdma_size;
     const auto sge_ok = [](DAT_COUNT n) { return n > 0 && n <= static_cast<DAT_COUNT>(softnic::kMaxSge); };
     const auto depth_ok = [](DAT_COUNT n) { return n > 0 && n <= kMaxDtosPerEp; };
-    if (a.service_type != DAT_SERVICE_TYPE_RC || !depth_ok(a.max_recv_dtos) || !depth_ok(a.max_request_dtos) ||
+    if (raw(a.service_type) != DAT_SERVICE_TYPE_RC || !depth_ok(a.max_recv_dtos) || !depth_ok(a.max_request_dtos) ||
         !sge_ok(a.max_recv_iov) || !sge_ok(a.max_request_iov) || !sge_ok(a.max_rdma_read_iov) ||
         !sge_ok(a.max_rdma_write_iov) || a.max_message_size > softnic::kMaxMessageSize ||
         a.max_rdma_size > softnic::kMaxMessageSize || a.max_rdma_read_in < 0 || a.max_rdma_read_out < 0 ||
         a.max_rdma_read_in > kMaxRdmaReadPerEp || a.max_rdma_read_out > kMaxRdmaReadPerEp)
         return error(DAT_INVALID_PARAMETER, which_arg);
-    if (a.qos != DAT_QOS_BEST_EFFORT)
+    if (raw(a.qos) != DAT_QOS_BEST_EFFORT)
         return not_supported();
     return DAT_SUCCESS;
 }
@@ -571,10 +581,11 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
     // New attributes: the masked fields over the current ones, then checked.
     DAT_EP_ATTR a = ep->attr;
     const std::pair<DAT_EP_PARAM_MASK, void (*)(DAT_EP_ATTR&, const DAT_EP_ATTR&)> fields[] = {
-        {DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.service_type = i.service_type; }},
+        {DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE,
+         [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { std::memcpy(&o.service_type, &i.service_type, sizeof o.service_type); }},
         {DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_message_size = i.max_message_size; }},
         {DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.max_rdma_size = i.max_rdma_size; }},
-        {DAT_EP_FIELD_EP_ATTR_QOS, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.qos = i.qos; }},
+        {DAT_EP_FIELD_EP_ATTR_QOS, [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { std::memcpy(&o.qos, &i.qos, sizeof o.qos); }},
         {DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS,
          [](DAT_EP_ATTR& o, const DAT_EP_ATTR& i) { o.recv_completion_flags = i.recv_completion_flags; }},
         {DAT_EP_FIELD_EP_ATTR_REQUEST_COMPLETION_FLAGS,

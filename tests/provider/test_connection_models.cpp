@@ -238,7 +238,8 @@ TEST_F(Models, ModifyFollowsTable5)
     const DAT_COUNT recv_iov_before = q.ep_attr.max_recv_iov;
     p.ep_attr.max_recv_iov = 1000;
     EXPECT_EQ(type_of(dat_ep_modify(ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV, &p)), t(DAT_INVALID_PARAMETER));
-    p.ep_attr.service_type = static_cast<DAT_SERVICE_TYPE>(0x77);
+    const int bogus_service = 0x77; // as a C consumer might store it
+    std::memcpy(&p.ep_attr.service_type, &bogus_service, sizeof bogus_service);
     EXPECT_EQ(type_of(dat_ep_modify(ep, DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE, &p)), t(DAT_INVALID_PARAMETER));
     ASSERT_EQ(dat_ep_query(ep, DAT_EP_FIELD_ALL, &q), kOk);
     EXPECT_EQ(q.ep_attr.max_recv_iov, recv_iov_before); // a refused modify changes nothing
