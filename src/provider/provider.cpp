@@ -44,6 +44,16 @@ std::map<std::string, std::unique_ptr<Registration>> g_registrations;
 
 DAT_RETURN not_supported() { return error(DAT_MODEL_NOT_SUPPORTED); }
 
+// An enum field as the integer the consumer stored: it may hold any value,
+// and reading it as the enum type would be undefined for unknown ones.
+template <typename E>
+std::underlying_type_t<E> raw(const E& field)
+{
+    std::underlying_type_t<E> v;
+    std::memcpy(&v, &field, sizeof v);
+    return v;
+}
+
 // IA address from ia_params: an interface name ("lo", "eth0") or an IPv4
 // address; empty means loopback.
 bool resolve_address(const std::string& params, sockaddr_storage& out)
@@ -402,15 +412,6 @@ bool dto_evd(Evd* evd) { return evd && (evd->flags & DAT_EVD_DTO_FLAG) && evd->c
 
 // Fills zero fields with the provider's defaults (the reference reads zero
 // so and consumers rely on it), then checks what the softnic can do.
-// An enum field as the integer the consumer stored: it may hold any value,
-// and reading it as the enum type would be undefined for unknown ones.
-template <typename E>
-std::underlying_type_t<E> raw(const E& field)
-{
-    std::underlying_type_t<E> v;
-    std::memcpy(&v, &field, sizeof v);
-    return v;
-}
 
 DAT_RETURN complete_ep_attr(DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE which_arg)
 {
@@ -750,7 +751,7 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)
     Ep* ep = from_handle<Ep>(handle);
     if (!ep)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-    if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+    if (raw(flags) != DAT_CLOSE_ABRUPT_FLAG && raw(flags) != DAT_CLOSE_GRACEFUL_FLAG)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     DAT_EP_STATE s = ep->state.load();
     if (s == DAT_EP_STATE_DISCONNECTED)
@@ -1529,7 +1530,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
     Ia* ia = from_handle<Ia>(handle);
     if (!ia)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-    if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+    if (raw(flags) != DAT_CLOSE_ABRUPT_FLAG && raw(flags) != DAT_CLOSE_GRACEFUL_FLAG)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     if (flags == DAT_CLOSE_GRACEFUL_FLAG && ia->children.load() > 0)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_IA_IN_USE);

@@ -459,6 +459,195 @@ TEST_F(Models, ConnectTimesOutThenTheLateAcceptFailsToComplete)
     ASSERT_EQ(dat_psp_free(psp), kOk);
 }
 
+// --- the error returns of the endpoint, service point and CR calls ----------------
+
+TEST_F(Models, EndpointCallsRefuseBadArguments)
+{
+    DAT_EP_HANDLE ep;
+    DAT_EP_ATTR attr{};
+    attr.service_type = DAT_SERVICE_TYPE_RC;
+    attr.max_request_iov = 1000; // more than any EP can have
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &attr, &ep)), t(DAT_INVALID_PARAMETER));
+    attr.max_request_iov = 0;
+    attr.max_recv_dtos = -1;
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &attr, &ep)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, conn_a, dto_a, conn_a, nullptr, &ep)), t(DAT_INVALID_HANDLE)); // recv: no DTO stream
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, cr_evd, conn_a, nullptr, &ep)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, dto_a, nullptr, &ep)), t(DAT_INVALID_HANDLE)); // no CONNECTION stream
+    EXPECT_EQ(type_of(dat_ep_create(ia, dto_a, dto_a, dto_a, conn_a, nullptr, &ep)), t(DAT_INVALID_HANDLE)); // not a PZ
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, nullptr, nullptr)), t(DAT_INVALID_PARAMETER));
+
+    ep = make_ep(dto_a, conn_a);
+    DAT_EP_PARAM param{};
+    EXPECT_EQ(type_of(dat_ep_query(ep, DAT_EP_FIELD_ALL, nullptr)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_query(ep, ~DAT_EP_FIELD_ALL, &param)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_query(pz, DAT_EP_FIELD_ALL, &param)), t(DAT_INVALID_HANDLE));
+    ASSERT_EQ(dat_ep_query(ep, DAT_EP_FIELD_ALL, &param), kOk);
+    EXPECT_GT(param.ep_attr.max_recv_dtos, 0); // NULL attributes: the provider's defaults
+    EXPECT_GT(param.ep_attr.max_message_size, 0u);
+    DAT_EP_STATE state;
+    DAT_BOOLEAN recv_idle = DAT_FALSE, request_idle = DAT_FALSE;
+    ASSERT_EQ(dat_ep_get_status(ep, &state, &recv_idle, &request_idle), kOk);
+    EXPECT_EQ(state, DAT_EP_STATE_UNCONNECTED);
+    EXPECT_EQ(recv_idle, DAT_TRUE);
+    EXPECT_EQ(request_idle, DAT_TRUE);
+    DAT_LMR_TRIPLET r = piece(0, 64);
+    ASSERT_EQ(dat_ep_post_recv(ep, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_ep_get_status(ep, &state, &recv_idle, nullptr), kOk);
+    EXPECT_EQ(recv_idle, DAT_FALSE);
+    EXPECT_EQ(type_of(dat_ep_get_status(conn_a, &state, nullptr, nullptr)), t(DAT_INVALID_HANDLE));
+
+    // Connect: the timeout, the private data, the address, the QoS.
+    char big[1024] = {};
+    EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, 0, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, sizeof big, big, DAT_QOS_BEST_EFFORT,
+                                     DAT_CONNECT_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, 8, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_connect(ep, nullptr, 1, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
+              t(DAT_INVALID_ADDRESS));
+    EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, 0, nullptr, DAT_QOS_PREMIUM, DAT_CONNECT_DEFAULT_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(state_of(ep), DAT_EP_STATE_UNCONNECTED); // none of that changed anything
+
+    // Requests need a connection; disconnect and reset need something to end.
+    DAT_LMR_TRIPLET s = piece(0, 8);
+    DAT_RETURN rc = dat_ep_post_send(ep, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG);
+    EXPECT_EQ(type_of(rc), t(DAT_INVALID_STATE));
+    EXPECT_EQ(DAT_GET_SUBTYPE(rc), DAT_INVALID_STATE_EP_UNCONNECTED);
+    DAT_RMR_TRIPLET remote{0x1000, 8, 1};
+    EXPECT_EQ(type_of(dat_ep_post_rdma_write(ep, 1, &s, DAT_DTO_COOKIE{}, &remote, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_ep_post_rdma_read(ep, 1, &s, DAT_DTO_COOKIE{}, &remote, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_ep_disconnect(ep, DAT_CLOSE_ABRUPT_FLAG)), t(DAT_INVALID_STATE));
+    DAT_CLOSE_FLAGS bogus_flags;
+    const int seven = 7; // as a C consumer might pass it
+    std::memcpy(&bogus_flags, &seven, sizeof seven);
+    EXPECT_EQ(type_of(dat_ep_disconnect(ep, bogus_flags)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(dat_ep_reset(ep), kOk); // unconnected: nothing to do
+    EXPECT_EQ(type_of(dat_ep_reset(pz)), t(DAT_INVALID_HANDLE));
+
+    // Receives: too many segments, suppress, a NULL list.
+    DAT_LMR_TRIPLET many[20];
+    for (auto& m : many)
+        m = piece(0, 8);
+    EXPECT_EQ(type_of(dat_ep_post_recv(ep, 20, many, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_post_recv(ep, 2, nullptr, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    ASSERT_EQ(dat_ep_free(ep), kOk);
+    EXPECT_EQ(type_of(dat_ep_free(ep)), t(DAT_INVALID_HANDLE)); // stale
+    EXPECT_EQ(type_of(dat_ep_query(ep, DAT_EP_FIELD_ALL, &param)), t(DAT_INVALID_HANDLE));
+}
+
+TEST_F(Models, ConnectedEndpointPostingErrors)
+{
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_EP_PARAM param{};
+    ASSERT_EQ(dat_ep_query(a, DAT_EP_FIELD_ALL, &param), kOk);
+    DAT_LMR_TRIPLET many[20];
+    for (auto& m : many)
+        m = piece(0, 8);
+    const DAT_COUNT too_many = param.ep_attr.max_request_iov + 1;
+    EXPECT_EQ(type_of(dat_ep_post_send(a, too_many, many, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_post_send(a, 1, many, DAT_DTO_COOKIE{}, DAT_COMPLETION_EVD_THRESHOLD_FLAG)),
+              t(DAT_INVALID_PARAMETER)); // an EP attribute, not a posting flag
+    EXPECT_EQ(type_of(dat_ep_post_rdma_write(a, 1, many, DAT_DTO_COOKIE{}, nullptr, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    // Longer than max_message_size, in segments that each fit.
+    DAT_EP_PARAM small{};
+    small.ep_attr.max_message_size = 100;
+    EXPECT_EQ(type_of(dat_ep_modify(a, DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE, &small)), t(DAT_INVALID_STATE));
+    DAT_EP_ATTR attr{};
+    attr.service_type = DAT_SERVICE_TYPE_RC;
+    attr.max_message_size = 100;
+    DAT_EP_HANDLE limited = make_ep(dto_a, conn_a, &attr), peer = make_ep(dto_b, conn_b);
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_ep_connect(limited, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, peer, 0, nullptr), kOk);
+    ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    DAT_LMR_TRIPLET two[2] = {piece(0, 60), piece(100, 60)};
+    EXPECT_EQ(type_of(dat_ep_post_send(limited, 2, two, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_LENGTH_ERROR));
+    // A bogus local key is caught by the (software) NIC: an error completion,
+    // and the connection breaks. (Sends small enough to travel inline in the
+    // WQE, 64 bytes here, are copied at post time with no key check, as on
+    // mlx5 hardware: this one is larger.)
+    DAT_LMR_TRIPLET bogus{reinterpret_cast<DAT_VADDR>(buffer.data()), 96, lmr_context ^ 0x5a5a00};
+    ASSERT_EQ(dat_ep_post_send(limited, 1, &bogus, DAT_DTO_COOKIE{.as_64 = 12}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    e = next(dto_a);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 12u);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_PROTECTION);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_BROKEN);
+    // Posts in DISCONNECTED are taken and flushed at once.
+    DAT_LMR_TRIPLET s = piece(0, 8);
+    ASSERT_EQ(dat_ep_post_send(limited, 1, &s, DAT_DTO_COOKIE{.as_64 = 13}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    e = next(dto_a);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 13u);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
+    EXPECT_EQ(dat_ep_disconnect(limited, DAT_CLOSE_ABRUPT_FLAG), kOk); // already disconnected: no event
+    EXPECT_EQ(type_of(dat_evd_dequeue(conn_a, &e)), t(DAT_QUEUE_EMPTY));
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+}
+
+TEST_F(Models, ServicePointAndRequestErrors)
+{
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp, second;
+    EXPECT_EQ(type_of(dat_psp_create_any(ia, &qual, conn_a, DAT_PSP_CONSUMER_FLAG, &psp)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_psp_create_any(ia, nullptr, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_PROVIDER_FLAG, &psp)), t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_psp_create(ia, 0, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_psp_create(ia, 70000, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)), t(DAT_INVALID_PARAMETER));
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    EXPECT_EQ(type_of(dat_psp_create(ia, qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &second)), t(DAT_CONN_QUAL_IN_USE));
+    DAT_PSP_PARAM pp{};
+    ASSERT_EQ(dat_psp_query(psp, DAT_PSP_FIELD_ALL, &pp), kOk);
+    EXPECT_EQ(pp.conn_qual, qual);
+    EXPECT_EQ(pp.evd_handle, cr_evd);
+    EXPECT_EQ(pp.psp_flags, DAT_PSP_CONSUMER_FLAG);
+    EXPECT_EQ(type_of(dat_psp_query(psp, DAT_PSP_FIELD_ALL, nullptr)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_psp_query(cr_evd, DAT_PSP_FIELD_ALL, &pp)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_evd_free(cr_evd)), t(DAT_INVALID_STATE)); // the PSP reports there
+
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a), b = make_ep(dto_b, conn_b);
+    const std::vector<char> pdata(64, 'q');
+    ASSERT_EQ(dat_ep_connect(a, address, qual, kWait, static_cast<DAT_COUNT>(pdata.size()),
+                             const_cast<char*>(pdata.data()), DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e = next(cr_evd);
+    DAT_CR_HANDLE cr = e.event_data.cr_arrival_event_data.cr_handle;
+    EXPECT_EQ(e.event_data.cr_arrival_event_data.conn_qual, qual);
+    DAT_CR_PARAM crp{};
+    ASSERT_EQ(dat_cr_query(cr, DAT_CR_FIELD_ALL, &crp), kOk);
+    ASSERT_EQ(crp.private_data_size, 64);
+    EXPECT_EQ(std::memcmp(crp.private_data, pdata.data(), 64), 0);
+    EXPECT_EQ(type_of(dat_cr_query(cr, DAT_CR_FIELD_ALL, nullptr)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_cr_accept(cr, DAT_HANDLE_NULL, 0, nullptr)), t(DAT_INVALID_PARAMETER)); // no EP of ours
+    EXPECT_EQ(type_of(dat_cr_accept(cr, b, -1, nullptr)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_cr_accept(cr, pz, 0, nullptr)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_cr_reject(cr, 8, nullptr)), t(DAT_INVALID_PARAMETER));
+    // After all that the request is still good: reject it with data.
+    const std::vector<char> why(80, 'n');
+    ASSERT_EQ(dat_cr_reject(cr, static_cast<DAT_COUNT>(why.size()), const_cast<char*>(why.data())), kOk);
+    e = next(conn_a);
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_PEER_REJECTED);
+    EXPECT_EQ(type_of(dat_cr_accept(cr, b, 0, nullptr)), t(DAT_INVALID_HANDLE)); // consumed
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+    EXPECT_EQ(type_of(dat_psp_free(psp)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(dat_evd_free(cr_evd), kOk);
+}
+
 TEST_F(Models, ResizedDtoEvdKeepsPendingCompletionsAndTakesMore)
 {
     DAT_EVD_HANDLE small;
