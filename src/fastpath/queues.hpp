@@ -322,6 +322,90 @@ private:
     std::uint32_t tail_ = 0;
 };
 
+// Shared receive queue in the mlx5 layout: each WQE is a next-segment
+// (whose next_wqe_index links the free WQEs into a list) followed by data
+// segments. A post takes the WQE at the head of the free list; a completion
+// names the WQE it consumed (CQE wqe_counter), which goes back at the tail,
+// so receives may complete in any order across connections. The list always
+// keeps one WQE (the tail) unused: wqe_cnt - 1 can be posted at once. The
+// doorbell record holds a 16-bit count of posts.
+class SharedReceiveQueue {
+public:
+    // `srq` as mlx5dv_init_obj (or the softnic) fills it, for a queue of
+    // `wqe_cnt` WQEs (a power of two) that nothing has been posted to yet;
+    // the free list is (re)linked here in the order a fresh device SRQ has.
+    void init(const mlx5dv_srq& srq, std::uint32_t wqe_cnt, std::uint64_t* cookies)
+    {
+        buf_ = static_cast<std::uint8_t*>(srq.buf);
+        stride_ = srq.stride;
+        wqe_cnt_ = wqe_cnt;
+        max_sge_ = (stride_ - sizeof(mlx5_wqe_srq_next_seg)) / sizeof(mlx5_wqe_data_seg);
+        dbrec_ = srq.dbrec;
+        cookies_ = cookies;
+        for (std::uint32_t i = 0; i < wqe_cnt_; ++i)
+            next_seg(i)->next_wqe_index = htobe16(static_cast<std::uint16_t>((i + 1) & (wqe_cnt_ - 1)));
+        head_ = 0;
+        tail_ = wqe_cnt_ - 1;
+        posted_ = 0;
+        free_ = wqe_cnt_ - 1;
+    }
+
+    std::uint32_t max_sge() const { return max_sge_; }
+    std::uint32_t capacity() const { return wqe_cnt_ - 1; }
+    // WQEs that can still be posted, and receives posted but not yet
+    // consumed by a completion.
+    std::uint32_t free_wqes() const { return free_; }
+    std::uint32_t outstanding() const { return capacity() - free_; }
+
+    bool post(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
+    {
+        if (nsge > max_sge_ || head_ == tail_) [[unlikely]]
+            return false; // too many segments, or only the sentinel is left
+        const std::uint32_t index = head_;
+        mlx5_wqe_srq_next_seg* next = next_seg(index);
+        head_ = be16toh(next->next_wqe_index);
+        auto* seg = reinterpret_cast<mlx5_wqe_data_seg*>(next + 1);
+        for (std::uint32_t i = 0; i < nsge; ++i)
+            mlx5dv_set_data_seg(&seg[i], sge[i].length, sge[i].lkey, sge[i].addr);
+        if (nsge < max_sge_) // a short list ends with an invalid key
+            mlx5dv_set_data_seg(&seg[nsge], 0, MLX5_INVALID_LKEY, 0);
+        cookies_[index] = cookie;
+        ++posted_;
+        --free_;
+        store_fence(); // the WQE before the count that publishes it
+        *dbrec_ = htobe32(posted_ & 0xffff);
+        return true;
+    }
+
+    // The cookie of the WQE a receive completion consumed; the WQE goes back
+    // on the free list (behind the current tail).
+    std::uint64_t complete(std::uint16_t wqe_index)
+    {
+        const std::uint32_t index = wqe_index & (wqe_cnt_ - 1);
+        next_seg(tail_)->next_wqe_index = htobe16(static_cast<std::uint16_t>(index));
+        tail_ = index;
+        ++free_;
+        return cookies_[index];
+    }
+
+private:
+    mlx5_wqe_srq_next_seg* next_seg(std::uint32_t index)
+    {
+        return reinterpret_cast<mlx5_wqe_srq_next_seg*>(buf_ + static_cast<std::size_t>(index) * stride_);
+    }
+
+    std::uint8_t* buf_ = nullptr;
+    std::uint32_t stride_ = 0;
+    std::uint32_t wqe_cnt_ = 0;
+    std::uint32_t max_sge_ = 0;
+    volatile __be32* dbrec_ = nullptr;
+    std::uint64_t* cookies_ = nullptr;
+    std::uint32_t head_ = 0;
+    std::uint32_t tail_ = 0;
+    std::uint32_t posted_ = 0;    // what the doorbell record counts
+    std::uint32_t free_ = 0;   // WQEs on the free list, less the sentinel
+};
+
 // Completion queue of CQE64s (in 64- or 128-byte entries).
 class CompletionQueue {
 public:

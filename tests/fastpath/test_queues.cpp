@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 using namespace fastdapl::fastpath;
@@ -322,4 +323,108 @@ TEST(CompletionQueue, ErrorCqeSyndrome)
     ASSERT_NE(c, nullptr);
     EXPECT_EQ(CompletionQueue::opcode(c), MLX5_CQE_REQ_ERR);
     EXPECT_EQ(status_of_syndrome(CompletionQueue::syndrome(c)), DAT_DTO_ERR_REMOTE_ACCESS);
+}
+
+// --- shared receive queue ------------------------------------------------------------
+
+namespace {
+
+// SRQ memory as a device hands it over: WQEs of a next-segment plus data segments.
+struct FakeSrq {
+    FakeSrq(std::uint32_t wqes, std::uint32_t stride) : buf(static_cast<std::size_t>(wqes) * stride, 0xEE), cookies(wqes)
+    {
+        dv.buf = buf.data();
+        dv.dbrec = dbrec;
+        dv.stride = stride;
+        dv.head = 0;
+        dv.tail = wqes - 1;
+    }
+    const mlx5_wqe_srq_next_seg* next(std::uint32_t i) const
+    {
+        return reinterpret_cast<const mlx5_wqe_srq_next_seg*>(&buf[i * dv.stride]);
+    }
+    const mlx5_wqe_data_seg* data(std::uint32_t i) const
+    {
+        return reinterpret_cast<const mlx5_wqe_data_seg*>(next(i) + 1);
+    }
+    std::vector<std::uint8_t> buf;
+    __be32 dbrec[2] = {0, 0};
+    std::vector<std::uint64_t> cookies;
+    mlx5dv_srq dv{};
+};
+
+} // namespace
+
+TEST(SharedReceiveQueue, WqesAreANextSegmentThenDataSegments)
+{
+    FakeSrq q(8, 64); // 16-byte next segment + 3 data segments
+    SharedReceiveQueue s;
+    s.init(q.dv, 8, q.cookies.data());
+    EXPECT_EQ(s.max_sge(), 3u);
+    EXPECT_EQ(s.capacity(), 7u);
+    for (std::uint32_t i = 0; i < 8; ++i) // the free list as a fresh device SRQ has it
+        EXPECT_EQ(be16toh(q.next(i)->next_wqe_index), (i + 1) % 8) << i;
+    Sge sge[2] = {{0x1000, 10, 3}, {0x2000, 20, 4}};
+    ASSERT_TRUE(s.post(sge, 2, 41));
+    mlx5_wqe_data_seg expected[2];
+    mlx5dv_set_data_seg(&expected[0], 10, 3, 0x1000);
+    mlx5dv_set_data_seg(&expected[1], 20, 4, 0x2000);
+    EXPECT_EQ(std::memcmp(q.data(0), expected, sizeof expected), 0);
+    EXPECT_EQ(be32toh(q.data(0)[2].lkey), static_cast<unsigned>(MLX5_INVALID_LKEY)); // short list terminated
+    EXPECT_EQ(be32toh(q.dbrec[0]), 1u);
+    EXPECT_FALSE(s.post(sge, 4, 1)); // more segments than a WQE holds
+    EXPECT_EQ(be32toh(q.dbrec[0]), 1u);
+    EXPECT_EQ(s.outstanding(), 1u);
+}
+
+TEST(SharedReceiveQueue, OutOfOrderCompletionsLoseAndRepeatNothing)
+{
+    constexpr std::uint32_t kWqes = 16;
+    FakeSrq q(kWqes, 32); // one data segment
+    SharedReceiveQueue s;
+    s.init(q.dv, kWqes, q.cookies.data());
+    std::vector<std::uint16_t> posted_at; // WQE index of each posted cookie
+    std::uint64_t next_cookie = 0;
+    std::vector<bool> completed;
+    auto post_one = [&] {
+        Sge sge{0x1000 + next_cookie, 8, 1};
+        const std::uint32_t before = be32toh(q.dbrec[0]);
+        if (!s.post(&sge, 1, next_cookie))
+            return false;
+        // The WQE just filled is the one whose data names this cookie.
+        for (std::uint32_t i = 0; i < kWqes; ++i)
+            if (be64toh(q.data(i)->addr) == 0x1000 + next_cookie)
+                posted_at.push_back(static_cast<std::uint16_t>(i));
+        EXPECT_EQ(be32toh(q.dbrec[0]), (before + 1) & 0xffff);
+        completed.push_back(false);
+        ++next_cookie;
+        return true;
+    };
+    while (post_one()) {
+    }
+    EXPECT_EQ(next_cookie, kWqes - 1u); // one WQE stays the sentinel
+    EXPECT_EQ(s.free_wqes(), 0u);
+    // Complete in a scrambled order, reposting as it goes, many times round.
+    std::uint64_t done = 0;
+    unsigned seed = 7;
+    while (done < 2000) {
+        std::vector<std::uint64_t> open;
+        for (std::uint64_t c = 0; c < completed.size(); ++c)
+            if (!completed[c])
+                open.push_back(c);
+        ASSERT_FALSE(open.empty());
+        const std::uint64_t victim = open[rand_r(&seed) % open.size()];
+        EXPECT_EQ(s.complete(posted_at[victim]), victim); // the CQE names the WQE; the cookie comes back
+        completed[victim] = true;
+        ++done;
+        ASSERT_TRUE(post_one()); // its WQE is free again
+    }
+    EXPECT_EQ(s.outstanding(), kWqes - 1u);
+    // No two open cookies share a WQE.
+    std::vector<int> users(kWqes, 0);
+    for (std::uint64_t c = 0; c < completed.size(); ++c)
+        if (!completed[c])
+            ++users[posted_at[c]];
+    for (std::uint32_t i = 0; i < kWqes; ++i)
+        EXPECT_LE(users[i], 1) << i;
 }
