@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
@@ -55,15 +56,41 @@ void check(DAT_RETURN rc, const char* what)
 }
 
 // Control messages travel as sends; data messages of the latency test too.
-enum class Op : std::uint32_t { latency = 1, quit = 2 };
+// `written` follows the RDMA writes of one bandwidth size: the server checks
+// that the data landed and answers with `count` 1 (it did) or 0.
+enum class Op : std::uint32_t { latency = 1, quit = 2, written = 3 };
 struct Control {
     std::uint32_t magic;
     Op op;
     std::uint64_t size;
-    std::uint64_t iterations;
+    std::uint64_t count; // latency: pings to echo; written: the check's result
 };
 constexpr std::uint32_t kMagic = 0x70657266; // "perf"
 constexpr std::uint64_t kControlSize = 64;
+
+// What the writes of one size carry: differs from size to size, so data left
+// by an earlier size does not pass the server's check.
+char write_pattern(std::uint64_t size)
+{
+    return static_cast<char>(0x80 | (std::countr_zero(size) & 0x7f));
+}
+
+const char* event_name(DAT_EVENT_NUMBER n)
+{
+    switch (n) {
+    case DAT_DTO_COMPLETION_EVENT: return "DTO_COMPLETION";
+    case DAT_CONNECTION_REQUEST_EVENT: return "CONNECTION_REQUEST";
+    case DAT_CONNECTION_EVENT_ESTABLISHED: return "ESTABLISHED";
+    case DAT_CONNECTION_EVENT_PEER_REJECTED: return "PEER_REJECTED";
+    case DAT_CONNECTION_EVENT_NON_PEER_REJECTED: return "NON_PEER_REJECTED (nobody listens there?)";
+    case DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR: return "ACCEPT_COMPLETION_ERROR";
+    case DAT_CONNECTION_EVENT_DISCONNECTED: return "DISCONNECTED";
+    case DAT_CONNECTION_EVENT_BROKEN: return "BROKEN";
+    case DAT_CONNECTION_EVENT_TIMED_OUT: return "TIMED_OUT";
+    case DAT_CONNECTION_EVENT_UNREACHABLE: return "UNREACHABLE";
+    default: return "an unexpected event";
+    }
+}
 
 // What the server tells the client when it accepts: where to write.
 struct AcceptData {
@@ -85,7 +112,8 @@ public:
         DAT_PROVIDER_ATTR pattr{};
         check(dat_ia_query(ia_, nullptr, DAT_IA_FIELD_ALL, &ia_attr_, DAT_PROVIDER_FIELD_ALL, &pattr), "dat_ia_query");
         check(dat_pz_create(ia_, &pz_), "dat_pz_create");
-        const DAT_COUNT depth = 2 * o.window + 8;
+        // Room for the write window plus the control messages, within what the IA allows.
+        const DAT_COUNT depth = std::min<DAT_COUNT>(2 * o.window + 8, ia_attr_.max_dto_per_ep);
         check(dat_evd_create(ia_, depth, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &recv_evd_), "dat_evd_create (recv)");
         check(dat_evd_create(ia_, depth, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &request_evd_), "dat_evd_create (request)");
         check(dat_evd_create(ia_, 4, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd_), "dat_evd_create (conn)");
@@ -100,6 +128,10 @@ public:
         attr.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
         attr.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
         check(dat_ep_create(ia_, pz_, recv_evd_, request_evd_, conn_evd_, &attr, &ep_), "dat_ep_create");
+        // The provider may grant a shallower queue than asked: the window follows it.
+        DAT_EP_PARAM ep_param{};
+        check(dat_ep_query(ep_, DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS, &ep_param), "dat_ep_query");
+        window_ = std::max(1, std::min(o.window, static_cast<int>(ep_param.ep_attr.max_request_dtos)));
         area_ = std::max<std::uint64_t>(o.max_size, kControlSize);
         const std::size_t align = std::max<std::size_t>(pattr.optimal_buffer_alignment, 64);
         void* mem = nullptr;
@@ -117,11 +149,7 @@ public:
                              &lmr_, &lmr_context_, &rmr_context_, &registered, &va),
               "dat_lmr_create");
     }
-    ~End()
-    {
-        dat_ia_close(ia_, DAT_CLOSE_ABRUPT_FLAG);
-        std::free(buffer_);
-    }
+    ~End() { std::free(buffer_); }
     End(const End&) = delete;
     End& operator=(const End&) = delete;
 
@@ -141,8 +169,10 @@ public:
     void accept()
     {
         DAT_EVENT e = wait(cr_evd_, DAT_TIMEOUT_INFINITE, "connection request");
-        if (e.event_number != DAT_CONNECTION_REQUEST_EVENT)
-            die("unexpected event on the CR EVD", DAT_INTERNAL_ERROR);
+        if (e.event_number != DAT_CONNECTION_REQUEST_EVENT) {
+            std::fprintf(stderr, "dat_perf: CR EVD: %s, expected CONNECTION_REQUEST\n", event_name(e.event_number));
+            std::exit(1);
+        }
         post_control_recv(); // before the client can send anything
         AcceptData data{kMagic, static_cast<std::uint32_t>(rmr_context_), reinterpret_cast<std::uintptr_t>(recv_area()),
                         area_};
@@ -176,8 +206,25 @@ public:
         if (state == DAT_EP_STATE_CONNECTED)
             check(dat_ep_disconnect(ep_, DAT_CLOSE_GRACEFUL_FLAG), "dat_ep_disconnect");
         DAT_EVENT e = wait(conn_evd_, 5'000'000, "disconnect");
-        if (e.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && e.event_number != DAT_CONNECTION_EVENT_BROKEN)
-            die("unexpected connection event at disconnect", DAT_INTERNAL_ERROR);
+        if (e.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && e.event_number != DAT_CONNECTION_EVENT_BROKEN) {
+            std::fprintf(stderr, "dat_perf: disconnect: %s, expected DISCONNECTED\n", event_name(e.event_number));
+            std::exit(1);
+        }
+    }
+
+    // Frees every object, then closes the IA gracefully: that fails if
+    // anything was left behind. (Error exits skip this and close nothing.)
+    void close()
+    {
+        check(dat_ep_free(ep_), "dat_ep_free");
+        check(dat_lmr_free(lmr_), "dat_lmr_free");
+        check(dat_evd_free(recv_evd_), "dat_evd_free (recv)");
+        check(dat_evd_free(request_evd_), "dat_evd_free (request)");
+        check(dat_evd_free(conn_evd_), "dat_evd_free (conn)");
+        if (cr_evd_ != DAT_HANDLE_NULL)
+            check(dat_evd_free(cr_evd_), "dat_evd_free (cr)");
+        check(dat_pz_free(pz_), "dat_pz_free");
+        check(dat_ia_close(ia_, DAT_CLOSE_GRACEFUL_FLAG), "dat_ia_close");
     }
 
     // --- data ---
@@ -214,8 +261,10 @@ public:
     DAT_DTO_COMPLETION_EVENT_DATA reap(DAT_EVD_HANDLE evd, const char* what)
     {
         DAT_EVENT e = opt_.busy ? poll(evd, what) : wait(evd, 30'000'000, what);
-        if (e.event_number != DAT_DTO_COMPLETION_EVENT)
-            die(what, DAT_INTERNAL_ERROR);
+        if (e.event_number != DAT_DTO_COMPLETION_EVENT) {
+            std::fprintf(stderr, "dat_perf: %s: %s, expected DTO_COMPLETION\n", what, event_name(e.event_number));
+            std::exit(1);
+        }
         const auto& d = e.event_data.dto_completion_event_data;
         if (d.status != DAT_DTO_SUCCESS) {
             std::fprintf(stderr, "dat_perf: %s: completion status %d\n", what, static_cast<int>(d.status));
@@ -231,6 +280,7 @@ public:
     }
     DAT_EVD_HANDLE recv_evd() const { return recv_evd_; }
     DAT_EVD_HANDLE request_evd() const { return request_evd_; }
+    int window() const { return window_; }
     Control received_control() const
     {
         Control c;
@@ -262,7 +312,8 @@ private:
     {
         DAT_EVENT e = wait(conn_evd_, kConnectTimeout, "connection event");
         if (e.event_number != expected) {
-            std::fprintf(stderr, "dat_perf: connection event 0x%x, expected 0x%x\n", e.event_number, expected);
+            std::fprintf(stderr, "dat_perf: connection: %s, expected %s\n", event_name(e.event_number),
+                         event_name(expected));
             std::exit(1);
         }
         return e;
@@ -283,6 +334,7 @@ private:
     DAT_RMR_TRIPLET remote_{};
     char* buffer_ = nullptr;
     std::uint64_t area_ = 0;
+    int window_ = 1;
 };
 
 // --- the server: echoes pings until told to stop ------------------------------------
@@ -296,19 +348,28 @@ void serve(End& end)
             die("malformed control message", DAT_INTERNAL_ERROR);
         if (c.op == Op::quit)
             break;
+        if (c.op == Op::written) {
+            // The message itself landed on the first kControlSize bytes; the
+            // last byte written is past them for all but the smallest sizes.
+            const bool landed = c.size <= kControlSize || end.recv_area()[c.size - 1] == write_pattern(c.size);
+            end.post_control_recv(); // before the answer lets the client go on
+            end.send_control(Control{kMagic, Op::written, c.size, landed ? 1u : 0u});
+            continue;
+        }
         if (c.op != Op::latency)
             die("unknown control message", DAT_INTERNAL_ERROR);
         // Every ping has its receive posted before the client may send it.
         end.post_recv(c.size);
-        end.send_control(Control{kMagic, Op::latency, c.size, c.iterations}); // ready
-        for (std::uint64_t i = 0; i < c.iterations; ++i) {
+        end.send_control(Control{kMagic, Op::latency, c.size, c.count}); // ready
+        for (std::uint64_t i = 0; i < c.count; ++i) {
             end.reap(end.recv_evd(), "ping");
-            end.post_recv(i + 1 < c.iterations ? c.size : kControlSize); // the last one is for the next control
+            end.post_recv(i + 1 < c.count ? c.size : kControlSize); // the last one is for the next control
             end.send(c.size);
             end.reap(end.request_evd(), "pong send");
         }
     }
     end.disconnect();
+    end.close();
 }
 
 // --- the client: runs the sweep -----------------------------------------------------
@@ -380,7 +441,8 @@ Row latency(End& end, const Options& o, std::uint64_t size)
 Row bandwidth(End& end, const Options& o, std::uint64_t size)
 {
     const std::uint64_t n = scaled(o, size, 20000, 512u << 20);
-    const std::uint64_t window = static_cast<std::uint64_t>(o.window);
+    const std::uint64_t window = static_cast<std::uint64_t>(end.window());
+    std::memset(end.send_area(), write_pattern(size), size);
     std::uint64_t posted = 0, done = 0;
     const auto start = Clock::now();
     while (done < n) {
@@ -390,6 +452,18 @@ Row bandwidth(End& end, const Options& o, std::uint64_t size)
         ++done;
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // Untimed: a send behind the writes tells the server they are done
+    // (an RC connection delivers in order); it checks the data arrived.
+    end.post_control_recv();
+    end.send_control(Control{kMagic, Op::written, size, n});
+    end.reap(end.recv_evd(), "written answer");
+    const Control answer = end.received_control();
+    if (answer.magic != kMagic || answer.op != Op::written || answer.size != size)
+        die("malformed answer from the server", DAT_INTERNAL_ERROR);
+    if (answer.count != 1) {
+        std::fprintf(stderr, "dat_perf: bw %" PRIu64 " B: the server's buffer does not hold the written data\n", size);
+        std::exit(1);
+    }
     Row r{"bw", size, n};
     r.mbytes_per_s = static_cast<double>(size) * static_cast<double>(n) / seconds / 1e6;
     r.msg_per_s = static_cast<double>(n) / seconds;
@@ -407,6 +481,7 @@ void run_client(End& end, const Options& o)
             print_row(bandwidth(end, o, size));
     end.send_control(Control{kMagic, Op::quit, 0, 0});
     end.disconnect();
+    end.close();
 }
 
 void usage(FILE* out)
@@ -416,22 +491,32 @@ void usage(FILE* out)
                  "       dat_perf -s [options]         server: waits for one client\n"
                  "       dat_perf -h ADDRESS [options] client of a server at ADDRESS (IPv4)\n"
                  "options:\n"
-                 "  -P NAME   IA name from dat.conf (default fastdapl-tcp)\n"
-                 "  -p PORT   connection qualifier (default 47000)\n"
-                 "  -t TEST   lat, bw or all (default all)\n"
-                 "  -m BYTES  smallest message (default 1)\n"
-                 "  -M BYTES  largest message (default 4194304); sizes double from -m\n"
-                 "  -n N      iterations per size (default: scaled with size)\n"
-                 "  -w N      RDMA writes in flight in the bandwidth test (default 32)\n"
-                 "  -b        busy-poll with dat_evd_dequeue instead of dat_evd_wait\n"
-                 "  -q        quick: few iterations (a smoke test)\n"
-                 "latency is one way (round trip / 2); MB/s is 10^6 bytes per second\n");
+                 "  -P, --provider NAME    IA name from dat.conf (default fastdapl-tcp)\n"
+                 "  -p, --port PORT        connection qualifier (default 47000; one process: any free)\n"
+                 "  -t, --test TEST        lat, bw or all (default all)\n"
+                 "  -m, --min-size BYTES   smallest message (default 1)\n"
+                 "  -M, --max-size BYTES   largest message (default 4194304); sizes double from -m\n"
+                 "  -n, --iterations N     iterations per size (default: fewer as sizes grow)\n"
+                 "  -w, --window N         RDMA writes in flight in the bandwidth test (default 32,\n"
+                 "                         at most the EP's max_request_dtos)\n"
+                 "  -b, --busy             poll with dat_evd_dequeue instead of waiting in dat_evd_wait\n"
+                 "  -q, --quick            few iterations (a smoke test)\n"
+                 "      --help             this text\n"
+                 "lat_*_us: one-way latency (round trip / 2) of a send/recv ping-pong, after warmup;\n"
+                 "MB/s: 10^6 bytes per second of RDMA writes; msg/s: writes per second\n");
 }
 
 Options parse(int argc, char** argv)
 {
     Options o;
-    static const option longs[] = {{"help", no_argument, nullptr, 'H'}, {"quick", no_argument, nullptr, 'q'}, {}};
+    static const option longs[] = {
+        {"server", no_argument, nullptr, 's'},       {"host", required_argument, nullptr, 'h'},
+        {"provider", required_argument, nullptr, 'P'}, {"port", required_argument, nullptr, 'p'},
+        {"test", required_argument, nullptr, 't'},   {"min-size", required_argument, nullptr, 'm'},
+        {"max-size", required_argument, nullptr, 'M'}, {"iterations", required_argument, nullptr, 'n'},
+        {"window", required_argument, nullptr, 'w'}, {"busy", no_argument, nullptr, 'b'},
+        {"quick", no_argument, nullptr, 'q'},        {"help", no_argument, nullptr, 'H'},
+        {}};
     int c;
     auto number = [](const char* s, const char* what) {
         char* end = nullptr;
