@@ -24,6 +24,7 @@ class Evd;
 class Ep;
 class Psp;
 class Cno;
+class Srq;
 
 class Ia : public Object {
 public:
@@ -158,10 +159,39 @@ public:
     std::uint8_t private_data[cm::kMaxPrivateData] = {};
 };
 
+// Shared receive queue: the device's ring, the fast path's view of it, and
+// the cookies its WQEs carry.
+class Srq : public Object {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_SRQ;
+    Pz* pz = nullptr;
+    softnic::Srq* device_srq = nullptr;
+    fastpath::SharedReceiveQueue queue;
+    std::vector<std::uint64_t> cookies;
+    DAT_COUNT max_recv_dtos = 0; // what the consumer may have outstanding (posted, not reaped)
+    DAT_COUNT max_recv_iov = 0;
+    std::atomic<DAT_COUNT> low_watermark{DAT_SRQ_LW_DEFAULT};
+    std::atomic<int> users{0}; // endpoints attached
+    // Completions hand WQEs back from whichever EVD reaps them: one at a
+    // time. Posting does not take it (the queue is safe against one poster).
+    std::atomic_flag completing = ATOMIC_FLAG_INIT;
+    void lock_completions()
+    {
+        while (completing.test_and_set(std::memory_order_acquire))
+            completing.wait(true, std::memory_order_relaxed);
+    }
+    void unlock_completions()
+    {
+        completing.clear(std::memory_order_release);
+        completing.notify_one();
+    }
+};
+
 class Ep : public Object {
 public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_EP;
     Pz* pz = nullptr;
+    Srq* srq = nullptr; // receives come from here (dat_ep_create_with_srq); fixed for life
     Evd* recv_evd = nullptr;
     Evd* request_evd = nullptr;
     Evd* connect_evd = nullptr;
@@ -175,6 +205,10 @@ public:
     std::uint64_t cm_id = 0;
     sockaddr_in remote{};
     DAT_CONN_QUAL remote_port = 0;
+    // Receive watermarks (dat_ep_set_watermark; for an SRQ endpoint also
+    // max_recv_dtos and srq_soft_hw at creation). DAT_WATERMARK_INFINITE: none.
+    DAT_COUNT soft_watermark = DAT_WATERMARK_INFINITE;
+    DAT_COUNT hard_watermark = DAT_WATERMARK_INFINITE;
     // Private data of the last connection event, kept while the consumer may read it.
     std::uint32_t event_pdata_size = 0;
     std::uint8_t event_pdata[cm::kMaxPrivateData] = {};

@@ -289,6 +289,7 @@ public:
 
     std::uint32_t max_sge() const { return max_sge_; }
     std::uint32_t outstanding() const { return head_ - tail_; }
+    std::uint32_t posted() const { return head_; } // since init (free-running)
     std::uint32_t free_slots() const { return wqe_cnt_ - (head_ - tail_); }
 
     bool post(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
@@ -329,6 +330,10 @@ private:
 // so receives may complete in any order across connections. The list always
 // keeps one WQE (the tail) unused: wqe_cnt - 1 can be posted at once. The
 // doorbell record holds a 16-bit count of posts.
+//
+// One thread posts while others complete: the tail and the free count are
+// atomic, so a post never waits for a completion. Completions must not run
+// concurrently with each other (the caller serializes them).
 class SharedReceiveQueue {
 public:
     // `srq` as mlx5dv_init_obj (or the softnic) fills it, for a queue of
@@ -345,21 +350,44 @@ public:
         for (std::uint32_t i = 0; i < wqe_cnt_; ++i)
             next_seg(i)->next_wqe_index = htobe16(static_cast<std::uint16_t>((i + 1) & (wqe_cnt_ - 1)));
         head_ = 0;
-        tail_ = wqe_cnt_ - 1;
+        tail_.store(wqe_cnt_ - 1, std::memory_order_relaxed);
         posted_ = 0;
-        free_ = wqe_cnt_ - 1;
+        free_.store(wqe_cnt_ - 1, std::memory_order_relaxed);
+    }
+
+    // The device moved the ring to `srq.buf` with `wqe_cnt` WQEs, the old
+    // ones at their indices: the new ones join the free list behind the
+    // tail. No post or completion may run meanwhile.
+    void grow(const mlx5dv_srq& srq, std::uint32_t wqe_cnt, std::uint64_t* cookies)
+    {
+        buf_ = static_cast<std::uint8_t*>(srq.buf);
+        cookies_ = cookies;
+        const std::uint32_t old_cnt = wqe_cnt_;
+        if (wqe_cnt <= old_cnt)
+            return;
+        std::uint32_t tail = tail_.load(std::memory_order_relaxed);
+        for (std::uint32_t i = old_cnt; i < wqe_cnt; ++i) {
+            next_seg(tail)->next_wqe_index = htobe16(static_cast<std::uint16_t>(i));
+            tail = i;
+        }
+        wqe_cnt_ = wqe_cnt;
+        tail_.store(tail, std::memory_order_relaxed);
+        free_.fetch_add(wqe_cnt - old_cnt, std::memory_order_relaxed);
     }
 
     std::uint32_t max_sge() const { return max_sge_; }
     std::uint32_t capacity() const { return wqe_cnt_ - 1; }
     // WQEs that can still be posted, and receives posted but not yet
     // consumed by a completion.
-    std::uint32_t free_wqes() const { return free_; }
-    std::uint32_t outstanding() const { return capacity() - free_; }
+    std::uint32_t free_wqes() const { return free_.load(std::memory_order_acquire); }
+    std::uint32_t outstanding() const { return capacity() - free_wqes(); }
+    // Receives posted since init (free-running; the doorbell record holds
+    // its low 16 bits).
+    std::uint32_t posted() const { return posted_; }
 
     bool post(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
     {
-        if (nsge > max_sge_ || head_ == tail_) [[unlikely]]
+        if (nsge > max_sge_ || head_ == tail_.load(std::memory_order_acquire)) [[unlikely]]
             return false; // too many segments, or only the sentinel is left
         const std::uint32_t index = head_;
         mlx5_wqe_srq_next_seg* next = next_seg(index);
@@ -371,7 +399,7 @@ public:
             mlx5dv_set_data_seg(&seg[nsge], 0, MLX5_INVALID_LKEY, 0);
         cookies_[index] = cookie;
         ++posted_;
-        --free_;
+        free_.fetch_sub(1, std::memory_order_relaxed);
         store_fence(); // the WQE before the count that publishes it
         *dbrec_ = htobe32(posted_ & 0xffff);
         return true;
@@ -382,10 +410,11 @@ public:
     std::uint64_t complete(std::uint16_t wqe_index)
     {
         const std::uint32_t index = wqe_index & (wqe_cnt_ - 1);
-        next_seg(tail_)->next_wqe_index = htobe16(static_cast<std::uint16_t>(index));
-        tail_ = index;
-        ++free_;
-        return cookies_[index];
+        const std::uint64_t cookie = cookies_[index];
+        next_seg(tail_.load(std::memory_order_relaxed))->next_wqe_index = htobe16(static_cast<std::uint16_t>(index));
+        tail_.store(index, std::memory_order_release); // the link above before a post may follow it
+        free_.fetch_add(1, std::memory_order_release);
+        return cookie;
     }
 
 private:
@@ -401,9 +430,9 @@ private:
     volatile __be32* dbrec_ = nullptr;
     std::uint64_t* cookies_ = nullptr;
     std::uint32_t head_ = 0;
-    std::uint32_t tail_ = 0;
-    std::uint32_t posted_ = 0;    // what the doorbell record counts
-    std::uint32_t free_ = 0;   // WQEs on the free list, less the sentinel
+    std::atomic<std::uint32_t> tail_{0};
+    std::uint32_t posted_ = 0;           // what the doorbell record counts
+    std::atomic<std::uint32_t> free_{0}; // WQEs on the free list, less the sentinel
 };
 
 // Completion queue of CQE64s (in 64- or 128-byte entries).
@@ -444,6 +473,23 @@ public:
 
     std::uint32_t consumer_index() const { return ci_; }
     std::uint32_t size() const { return cqe_cnt_; }
+
+    // Before a queue pair is destroyed: each of its CQEs software has not
+    // consumed yet goes to `fn` (SRQ receives give their WQE back there)
+    // and then names no queue pair (QPN 0xffffff), so polling skips it.
+    template <class Fn>
+    void clean(std::uint32_t qpn, Fn&& fn)
+    {
+        for (std::uint32_t k = 0; ready_at(k); ++k) {
+            auto* cqe = const_cast<mlx5_cqe64*>(entry(ci_ + k));
+            load_fence();
+            if ((be32toh(cqe->sop_drop_qpn) & 0xffffff) != qpn)
+                continue;
+            fn(static_cast<const mlx5_cqe64*>(cqe));
+            cqe->sop_drop_qpn = htobe32(kNoQpn);
+        }
+    }
+    static constexpr std::uint32_t kNoQpn = 0xffffff;
 
     static std::uint8_t opcode(const mlx5_cqe64* cqe) { return cqe->op_own >> 4; }
     static std::uint8_t syndrome(const mlx5_cqe64* cqe)

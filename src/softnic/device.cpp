@@ -152,6 +152,8 @@ Device::~Device()
     }
     for (Cq* cq : cqs_)
         delete cq;
+    for (Srq* srq : srqs_)
+        delete srq;
     ::close(wake_fd_);
     ::close(epoll_fd_);
 }
@@ -211,12 +213,15 @@ void Device::destroy_cq(Cq* cq)
 }
 
 Qp* Device::create_qp(std::uint32_t pd, Cq* send_cq, Cq* recv_cq, std::uint32_t sq_wqes, std::uint32_t rq_wqes,
-                      std::uint32_t max_sge, std::uint32_t max_inline)
+                      std::uint32_t max_sge, std::uint32_t max_inline, Srq* srq)
 {
     if (max_sge == 0 || max_sge > kMaxSge || !send_cq || !recv_cq)
         return nullptr;
     auto qp = std::make_unique<Qp>();
     qp->pd_ = pd;
+    qp->srq_ = srq;
+    if (srq)
+        rq_wqes = 1; // unused: receives come from the SRQ
     qp->send_cq_ = send_cq;
     qp->recv_cq_ = recv_cq;
     // Room for every WQE at its largest: ctrl + raddr + max_sge data segments.
@@ -250,6 +255,137 @@ Qp* Device::create_qp(std::uint32_t pd, Cq* send_cq, Cq* recv_cq, std::uint32_t 
     qp->qpn_ = kFirstQpn + index;
     qps_.push_back(qp.get());
     return qp.release();
+}
+
+Srq* Device::create_srq(std::uint32_t pd, std::uint32_t min_wqes, std::uint32_t max_sge)
+{
+    if (max_sge == 0 || max_sge > kMaxSge || min_wqes == 0 || min_wqes >= 0x8000)
+        return nullptr; // the doorbell record counts posts in 16 bits
+    auto srq = std::make_unique<Srq>();
+    srq->pd_ = pd;
+    srq->cnt_ = round_pow2(min_wqes + 1); // one WQE always stays on the free list
+    srq->stride_ = round_pow2(static_cast<std::uint32_t>(sizeof(mlx5_wqe_srq_next_seg) + 16 * max_sge));
+    srq->max_sge_ = (srq->stride_ - sizeof(mlx5_wqe_srq_next_seg)) / 16;
+    srq->mem_.reset(aligned_zeroed(static_cast<std::size_t>(srq->cnt_) * srq->stride_));
+    if (!srq->mem_)
+        return nullptr;
+    srq->dv_.buf = srq->mem_.get();
+    srq->dv_.dbrec = srq->dbrec_;
+    srq->dv_.stride = srq->stride_;
+    srq->dv_.head = 0; // as a fresh mlx5 SRQ: the list runs 0, 1, ..., cnt - 1
+    srq->dv_.tail = srq->cnt_ - 1;
+    std::lock_guard lock(mutex_);
+    srqs_.push_back(srq.get());
+    return srq.release();
+}
+
+bool Device::grow_srq(Srq* srq, std::uint32_t min_wqes)
+{
+    const std::uint32_t cnt = round_pow2(min_wqes + 1);
+    if (min_wqes >= 0x8000)
+        return false;
+    std::lock_guard lock(mutex_); // no WQE is taken meanwhile
+    if (cnt <= srq->cnt_)
+        return true;
+    std::unique_ptr<std::uint8_t, void (*)(void*)> mem(aligned_zeroed(static_cast<std::size_t>(cnt) * srq->stride_),
+                                                        &std::free);
+    if (!mem)
+        return false;
+    std::memcpy(mem.get(), srq->mem_.get(), static_cast<std::size_t>(srq->cnt_) * srq->stride_);
+    srq->mem_ = std::move(mem);
+    srq->cnt_ = cnt;
+    srq->dv_.buf = srq->mem_.get();
+    return true;
+}
+
+void Device::destroy_srq(Srq* srq)
+{
+    std::lock_guard lock(mutex_);
+    srqs_.erase(std::remove(srqs_.begin(), srqs_.end(), srq), srqs_.end());
+    delete srq;
+}
+
+bool Device::arm_srq_limit(Srq* srq, std::uint32_t limit)
+{
+    std::lock_guard lock(mutex_);
+    const auto posted = static_cast<std::uint16_t>(load_be32(srq->dbrec_));
+    const auto available = static_cast<std::uint16_t>(posted - static_cast<std::uint16_t>(srq->taken_.load()));
+    if (limit && available < limit) {
+        srq->limit_ = 0;
+        return true;
+    }
+    srq->limit_ = limit;
+    return false;
+}
+
+bool Device::set_watermarks(Qp* qp, std::int32_t soft, std::int32_t hard)
+{
+    std::lock_guard lock(mutex_);
+    const std::uint32_t generated = qp->recv_generated_.load();
+    // Buffers whose completion is not generated yet: taken from the SRQ, or
+    // posted to the queue pair's own receive queue.
+    const std::uint32_t allocated =
+        qp->srq_ ? qp->recv_taken_.load() - generated
+                 : static_cast<std::uint16_t>(load_be32(&qp->dbrec_[MLX5_RCV_DBR]) - static_cast<std::uint16_t>(generated));
+    const std::uint32_t held = qp->recv_taken_.load() - qp->recv_reaped_.load();
+    const bool soft_now = soft != kNoWatermark && allocated > static_cast<std::uint32_t>(soft);
+    qp->soft_mark_.store(soft_now ? kNoWatermark : soft);
+    qp->hard_mark_.store(hard);
+    if (hard != kNoWatermark && held > static_cast<std::uint32_t>(hard) && qp->state() == QpState::ready)
+        fail(*qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+    return soft_now;
+}
+
+// A receive buffer for a message that arrives: the next WQE of the queue
+// pair's receive queue, or of its SRQ. `failed`: the queue pair broke (a
+// hard watermark, or an SRQ in error).
+Device::Take Device::take_receive(Qp& qp, std::uint32_t& index)
+{
+    const std::int32_t hard = qp.hard_mark_.load(std::memory_order_relaxed);
+    if (hard != kNoWatermark && qp.recv_taken_.load(std::memory_order_relaxed) - qp.recv_reaped_.load() >=
+                                    static_cast<std::uint32_t>(hard)) {
+        fail(qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false); // more than the consumer allowed it
+        return Take::failed;
+    }
+    if (Srq* srq = qp.srq_) {
+        if (srq->failed()) {
+            fail(qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+            return Take::failed;
+        }
+        const auto posted = static_cast<std::uint16_t>(load_be32(srq->dbrec_));
+        const auto available =
+            static_cast<std::uint16_t>(posted - static_cast<std::uint16_t>(srq->taken_.load(std::memory_order_relaxed)));
+        if (available >= srq->cnt_) { // more posted than the ring holds: the doorbell record is corrupt
+            srq->failed_.store(true, std::memory_order_release);
+            if (srq->on_error_)
+                srq->on_error_(srq->callback_context_);
+            fail(qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+            return Take::failed;
+        }
+        if (available == 0)
+            return Take::none;
+        index = srq->head_;
+        const auto* next = reinterpret_cast<const mlx5_wqe_srq_next_seg*>(
+            srq->mem_.get() + static_cast<std::size_t>(index) * srq->stride_);
+        srq->head_ = be16toh(next->next_wqe_index) & (srq->cnt_ - 1);
+        srq->taken_.fetch_add(1, std::memory_order_release);
+        if (srq->limit_ && available - 1u < srq->limit_) { // one event per arming
+            srq->limit_ = 0;
+            if (srq->on_limit_)
+                srq->on_limit_(srq->callback_context_);
+        }
+    } else {
+        const auto posted = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_RCV_DBR]));
+        if (static_cast<std::uint16_t>(qp.rq_next_) == posted)
+            return Take::none;
+        index = qp.rq_next_++;
+    }
+    const std::uint32_t taken = qp.recv_taken_.fetch_add(1, std::memory_order_release) + 1;
+    std::int32_t soft = qp.soft_mark_.load(std::memory_order_relaxed);
+    if (qp.srq_ && soft != kNoWatermark && taken - qp.recv_generated_.load() > static_cast<std::uint32_t>(soft) &&
+        qp.soft_mark_.compare_exchange_strong(soft, kNoWatermark) && qp.on_soft_)
+        qp.on_soft_(qp.on_soft_context_);
+    return Take::taken;
 }
 
 void Device::destroy_qp(Qp* qp)
@@ -418,6 +554,7 @@ bool Device::progress_locked()
         }
     } notify_after{cqs_};
     bool busy = false;
+    bool receiver_waiting = false;
     for (Qp* qp : qps_) {
         if (qp->state() == QpState::error) {
             flush_all(*qp); // WQEs posted after the error complete as flushed
@@ -428,12 +565,14 @@ bool Device::progress_locked()
         busy |= execute_send_queue(*qp);
         busy |= flush_output(*qp);
         busy |= receive(*qp);
+        receiver_waiting |= qp->waiting_for_recv_;
         busy |= flush_output(*qp);
         if (qp->drain_ != Qp::Drain::none && qp->state() == QpState::ready)
             busy |= advance_drain(*qp);
         if (qp->state() == QpState::ready)
             update_epoll(*qp);
     }
+    receiver_waiting_.store(receiver_waiting, std::memory_order_relaxed);
     // A completion that found its CQ full was lost: as on an mlx5 device,
     // every queue pair feeding that CQ fails (its consumer sees BROKEN).
     for (Cq* cq : cqs_) {
@@ -612,6 +751,7 @@ bool Device::receive(Qp& qp)
 {
     bool worked = false;
     bool peer_closed = false, broken = false;
+    qp.waiting_for_recv_ = false;
     // A member, not the stack: progress also runs on consumer threads, whose
     // stacks may be small (dapltest's are).
     std::uint8_t* const buf = receive_buffer_.data();
@@ -642,13 +782,24 @@ bool Device::receive(Qp& qp)
             break;
         }
         const std::size_t payload = (h.type == kReadReq) ? 0 : h.length;
-        if (qp.in_.size() - pos < kHeader + payload)
+        if (qp.in_.size() - pos < kHeader + payload) {
+            // A message for an SRQ buffer takes it as it starts to arrive,
+            // as a device does: it counts against the queue pair from then on.
+            const bool needs_buffer = h.type == kSend || (h.type == kWrite && (h.flags & kImm));
+            if (qp.srq_ && needs_buffer && qp.srq_reserved_ == Qp::kNoWqe) {
+                std::uint32_t index = 0;
+                if (take_receive(qp, index) == Take::taken)
+                    qp.srq_reserved_ = index;
+            }
             break;
+        }
         bool wait_for_recv = false;
         if (!handle_frame(qp, qp.in_.data() + pos, payload, wait_for_recv))
             break;
-        if (wait_for_recv)
+        if (wait_for_recv) {
+            qp.waiting_for_recv_ = qp.state() == QpState::ready;
             break; // RC receiver-not-ready: keep the frame until a receive is posted
+        }
         pos += kHeader + payload;
         worked = true;
     }
@@ -672,13 +823,24 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
 {
     const WireHeader h = decode(frame);
     const std::uint8_t* payload = frame + kHeader;
+    // The receive WQE this message lands in (its data segments), or nullptr:
+    // none posted (wait for one) or the queue pair failed taking it.
     auto consume_recv = [&](std::uint32_t& index) -> const mlx5_wqe_data_seg* {
-        const std::uint16_t posted = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_RCV_DBR]));
-        if (static_cast<std::uint16_t>(qp.rq_next_) == posted)
+        if (qp.srq_reserved_ != Qp::kNoWqe) {
+            index = qp.srq_reserved_;
+            qp.srq_reserved_ = Qp::kNoWqe;
+        } else if (take_receive(qp, index) != Take::taken) {
             return nullptr;
-        index = qp.rq_next_;
+        }
+        if (Srq* srq = qp.srq_)
+            return reinterpret_cast<const mlx5_wqe_data_seg*>(srq->mem_.get() + static_cast<std::size_t>(index) * srq->stride_ +
+                                                               sizeof(mlx5_wqe_srq_next_seg));
         return reinterpret_cast<const mlx5_wqe_data_seg*>(qp.rq_.get() +
                                                            static_cast<std::size_t>(index & (qp.rq_cnt_ - 1)) * qp.rq_stride_);
+    };
+    auto push_receive = [&](const Cq::Entry& e) {
+        qp.recv_cq_->push(e);
+        qp.recv_generated_.fetch_add(1, std::memory_order_release);
     };
     switch (h.type) {
     case kSend: {
@@ -688,18 +850,17 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             wait_for_recv = true;
             return true;
         }
-        const std::uint32_t max_sge = qp.rq_stride_ / 16;
+        const std::uint32_t max_sge = qp.srq_ ? qp.srq_->max_sge_ : qp.rq_stride_ / 16;
         std::uint64_t capacity = 0;
         bool ok = true;
         for (std::uint32_t i = 0; i < max_sge && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY; ++i) {
             ok = ok && memory_.check(be32toh(segs[i].lkey), be64toh(segs[i].addr), be32toh(segs[i].byte_count),
-                                     kLocalWrite, qp.pd_);
+                                     kLocalWrite, qp.srq_ ? qp.srq_->pd_ : qp.pd_);
             capacity += be32toh(segs[i].byte_count);
         }
         if (!ok || payload_len > capacity) {
             const std::uint8_t local = ok ? MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR : MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
-            qp.recv_cq_->push({MLX5_CQE_RESP_ERR, local, false, static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
-            ++qp.rq_next_;
+            push_receive({MLX5_CQE_RESP_ERR, local, false, static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, local, false); // broken here too, not an orderly end
@@ -711,36 +872,32 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             std::memcpy(reinterpret_cast<void*>(be64toh(segs[i].addr)), payload + done, n);
             done += n;
         }
-        ++qp.rq_next_;
-        qp.recv_cq_->push({static_cast<std::uint8_t>((h.flags & kImm) ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND), 0,
-                           (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
-                           static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
+        push_receive({static_cast<std::uint8_t>((h.flags & kImm) ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND), 0,
+                      (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
+                      static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
         send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
         return true;
     }
     case kWrite: {
-        std::uint32_t index = 0;
-        const mlx5_wqe_data_seg* segs = nullptr;
-        if (h.flags & kImm) {
-            segs = consume_recv(index);
-            if (!segs) {
-                wait_for_recv = true;
-                return true;
-            }
-        }
+        // The target range first: a refused write takes no receive buffer.
         if (!memory_.check(h.rkey, h.addr, payload_len, kRemoteWrite, qp.pd_)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // memory untouched; broken on this side too
             return false;
         }
+        std::uint32_t index = 0;
+        if (h.flags & kImm) {
+            if (!consume_recv(index)) {
+                wait_for_recv = true;
+                return true;
+            }
+        }
         if (payload_len)
             std::memcpy(reinterpret_cast<void*>(h.addr), payload, payload_len);
-        if (segs) {
-            ++qp.rq_next_;
-            qp.recv_cq_->push({MLX5_CQE_RESP_WR_IMM, 0, false, static_cast<std::uint16_t>(index),
-                               static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
-        }
+        if (h.flags & kImm)
+            push_receive({MLX5_CQE_RESP_WR_IMM, 0, false, static_cast<std::uint16_t>(index),
+                          static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
         send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
         return true;
     }
@@ -847,11 +1004,24 @@ void Device::flush_all(Qp& qp)
                            static_cast<std::uint16_t>(be32toh(ctrl->opmod_idx_opcode) >> 8), 0, 0, qp.qpn_});
         qp.sq_next_ += std::max<std::uint32_t>(1, (ds * 16 + 63) / 64);
     }
+    // Receives: only the buffers this queue pair holds. SRQ WQEs it has not
+    // taken stay on the SRQ for the others.
+    if (qp.srq_) {
+        if (qp.srq_reserved_ != Qp::kNoWqe) {
+            qp.recv_cq_->push({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
+                               static_cast<std::uint16_t>(qp.srq_reserved_), 0, 0, qp.qpn_});
+            qp.recv_generated_.fetch_add(1, std::memory_order_release);
+            qp.srq_reserved_ = Qp::kNoWqe;
+        }
+        return;
+    }
     const std::uint16_t posted = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_RCV_DBR]));
     while (static_cast<std::uint16_t>(qp.rq_next_) != posted) {
         qp.recv_cq_->push({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
                            static_cast<std::uint16_t>(qp.rq_next_), 0, 0, qp.qpn_});
         ++qp.rq_next_;
+        qp.recv_taken_.fetch_add(1, std::memory_order_release); // a flush consumes it too
+        qp.recv_generated_.fetch_add(1, std::memory_order_release);
     }
 }
 

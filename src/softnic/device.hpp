@@ -8,6 +8,7 @@
 #include "queues.hpp" // SoftwareDoorbell
 
 #include <infiniband/mlx5dv.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -66,6 +67,48 @@ private:
     bool overflow_handled_ = false;
 };
 
+// A shared receive queue in the mlx5 layout: each WQE is a next segment
+// (linking the free list software keeps) followed by data segments; the
+// doorbell record counts posts (16 bits). Queue pairs created on it take
+// WQEs as messages arrive, following the links from the head.
+class Srq {
+public:
+    const mlx5dv_srq& descriptor() const { return dv_; }
+    std::uint32_t wqe_cnt() const { return cnt_; }
+    std::uint32_t max_sge() const { return max_sge_; }
+    // WQEs queue pairs have taken since creation (free-running).
+    std::uint32_t taken() const { return taken_.load(std::memory_order_acquire); }
+    bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+    // Called on the engine's thread, with the device busy: the armed limit
+    // was crossed (Device::arm_srq_limit); the SRQ entered the error state.
+    void set_callbacks(void (*on_limit)(void*), void (*on_error)(void*), void* context)
+    {
+        on_limit_ = on_limit;
+        on_error_ = on_error;
+        callback_context_ = context;
+    }
+
+private:
+    friend class Device;
+    std::unique_ptr<std::uint8_t, void (*)(void*)> mem_{nullptr, &std::free};
+    __be32 dbrec_[1] = {0};
+    std::uint32_t pd_ = 0; // receive buffers are checked against it, not the queue pair's
+    std::uint32_t cnt_ = 0, stride_ = 0, max_sge_ = 0;
+    mlx5dv_srq dv_{};
+    // engine state (under the device's mutex)
+    std::uint32_t head_ = 0;  // the WQE the next arriving message takes
+    std::uint32_t limit_ = 0; // armed limit: an event when fewer are left; 0 = none
+    std::atomic<std::uint32_t> taken_{0};
+    std::atomic<bool> failed_{false};
+    void (*on_limit_)(void*) = nullptr;
+    void (*on_error_)(void*) = nullptr;
+    void* callback_context_ = nullptr;
+};
+
+// "No mark" for a queue pair's receive watermarks (DAT_WATERMARK_INFINITE).
+inline constexpr std::int32_t kNoWatermark = -1;
+
 enum class QpState { reset, ready, error };
 
 class Qp {
@@ -81,6 +124,22 @@ public:
     {
         on_ended_context_ = context;
         on_ended_ = fn;
+    }
+
+    // Receive accounting (free-running counts). A buffer is taken when a
+    // message starts to arrive for it (from the SRQ), or is consumed by one
+    // (own receive queue); its completion is generated when the message has
+    // landed, or it is flushed; software reports when it reaped that.
+    Srq* srq() const { return srq_; }
+    std::uint32_t receives_taken() const { return recv_taken_.load(std::memory_order_acquire); }
+    std::uint32_t receives_completed() const { return recv_generated_.load(std::memory_order_acquire); }
+    void note_receive_reaped() { recv_reaped_.fetch_add(1, std::memory_order_release); }
+    // Soft mark: `on_soft` runs once (engine thread) when more buffers than
+    // the mark were taken and not completed; Device::set_watermarks arms it.
+    void set_on_soft_watermark(void (*on_soft)(void*), void* context)
+    {
+        on_soft_ = on_soft;
+        on_soft_context_ = context;
     }
 
 private:
@@ -103,6 +162,13 @@ private:
     __be32 dbrec_[2] = {0, 0};
     std::uint32_t sq_cnt_ = 0, rq_cnt_ = 0, rq_stride_ = 0, max_inline_ = 0;
     mlx5dv_qp dv_{};
+    Srq* srq_ = nullptr;
+    static constexpr std::uint32_t kNoWqe = ~0u;
+    std::uint32_t srq_reserved_ = kNoWqe; // SRQ WQE taken by a message still arriving
+    std::atomic<std::uint32_t> recv_taken_{0}, recv_generated_{0}, recv_reaped_{0};
+    std::atomic<std::int32_t> soft_mark_{kNoWatermark}, hard_mark_{kNoWatermark};
+    void (*on_soft_)(void*) = nullptr;
+    void* on_soft_context_ = nullptr;
 
     // engine state (under the device's mutex)
     std::atomic<QpState> state_{QpState::reset};
@@ -119,6 +185,7 @@ private:
     std::size_t out_sent_ = 0;
     std::vector<std::uint8_t> in_;
     std::uint32_t epoll_mask_ = 0;
+    bool waiting_for_recv_ = false; // a complete message has no receive buffer yet
     void (*on_ended_)(void*, bool) = nullptr;
     void* on_ended_context_ = nullptr;
     bool ended_reported_ = false;
@@ -142,8 +209,9 @@ public:
     // False, and nothing changed, when they would not fit or memory is short.
     bool resize_cq(Cq* cq, std::uint32_t min_entries);
     void destroy_cq(Cq* cq);
+    // With `srq`, receives come from it and `rq_wqes` is ignored.
     Qp* create_qp(std::uint32_t pd, Cq* send_cq, Cq* recv_cq, std::uint32_t sq_wqes, std::uint32_t rq_wqes,
-                  std::uint32_t max_sge, std::uint32_t max_inline);
+                  std::uint32_t max_sge, std::uint32_t max_inline, Srq* srq = nullptr);
     // Flushes what is outstanding (if connected) and frees the queue pair.
     void destroy_qp(Qp* qp);
 
@@ -156,6 +224,34 @@ public:
     // Lets every posted request complete, then ends the connection orderly
     // (the on_ended callback reports it); receives then flush.
     void disconnect_gracefully(Qp* qp);
+
+    // A shared receive queue of at least `min_wqes` WQEs (plus the one the
+    // free list keeps) of `max_sge` data segments each.
+    Srq* create_srq(std::uint32_t pd, std::uint32_t min_wqes, std::uint32_t max_sge);
+    // A larger ring holding the same WQEs at the same indices (completions
+    // in flight still name them); software links the new ones. False, and
+    // nothing changed, if memory is short. Never shrinks.
+    bool grow_srq(Srq* srq, std::uint32_t min_wqes);
+    // Only once no queue pair uses it.
+    void destroy_srq(Srq* srq);
+    // Arms the SRQ's limit (0 disarms). True when fewer than `limit` WQEs are
+    // posted and not taken already: then it is not armed; the caller reports.
+    bool arm_srq_limit(Srq* srq, std::uint32_t limit);
+    // Sets a queue pair's receive watermarks (kNoWatermark: none). True when
+    // the soft mark is exceeded already: then it is not armed; the caller
+    // reports. An exceeded hard mark breaks a connected queue pair at once.
+    bool set_watermarks(Qp* qp, std::int32_t soft, std::int32_t hard);
+
+    // A receive was posted: wakes the engine if a message waits for one.
+    // (Unordered with the engine's look: a post it misses is seen on its
+    // next round, 200 ms at the latest.)
+    void receive_posted()
+    {
+        if (receiver_waiting_.load(std::memory_order_relaxed)) {
+            const std::uint64_t one = 1;
+            [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+        }
+    }
 
     // Doorbell wiring for fastpath::SendQueue.
     fastpath::SoftwareDoorbell doorbell() { return {&sleeping_, wake_fd_}; }
@@ -176,6 +272,8 @@ private:
     bool receive(Qp& qp);
     bool handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv);
     bool flush_output(Qp& qp);
+    enum class Take { taken, none, failed };
+    Take take_receive(Qp& qp, std::uint32_t& index);
     void fail(Qp& qp, std::uint8_t syndrome, bool requester_error);
     void finish_local_error(Qp& qp);
     void flush_all(Qp& qp);
@@ -193,11 +291,13 @@ private:
     std::mutex mutex_;
     std::vector<Qp*> qps_;
     std::vector<Cq*> cqs_;
+    std::vector<Srq*> srqs_;
     std::vector<std::uint8_t> gather_; // a send's bytes, gathered before they are framed
     std::vector<std::uint8_t> receive_buffer_ = std::vector<std::uint8_t>(64 * 1024);
     int epoll_fd_ = -1;
     int wake_fd_ = -1;
     std::atomic<std::uint32_t> sleeping_{0};
+    std::atomic<bool> receiver_waiting_{false}; // a message waits for a receive buffer
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Debian's dtest, server and client, on the fastdapl-tcp IA over loopback:
-# default run, -W ping-pong and -D (ping-pong with data validation, 64 KiB
-# buffers to keep it short), with our libdat2 (LD_LIBRARY_PATH) and with
-# Debian's libdat2 hosting our provider (DAT_OVERRIDE only).
+# Debian's dtest and dtestsrq, server and client, on the fastdapl-tcp IA over
+# loopback: dtest's default run, -W ping-pong and -D (ping-pong with data
+# validation, 64 KiB buffers to keep it short); dtestsrq with 100
+# connections sharing one SRQ per side, in bursts. Each with our libdat2
+# (LD_LIBRARY_PATH) and with Debian's libdat2 hosting our provider
+# (DAT_OVERRIDE only).
 # usage: dtest_pairs.sh LIBDAT2_DIR PROVIDER_CONF
-# dtest prints FAILED yet exits 0: the check reads its output.
+# dtest prints FAILED yet exits 0: the check reads its output (dtestsrq
+# prints its last line only when every step passed).
 set -uo pipefail
 libdir=$(cd "$1" && pwd)
 conf=$2
@@ -16,33 +19,39 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 fail=0
 # dtest's server first listens on TCP 15828 (0x3DD4) for its own exchange
-# of parameters, then on connection qualifier 45248 (0xB0C0).
+# of parameters, then on connection qualifier 45248 (0xB0C0); dtestsrq's
+# on 45248 only.
 listening() { grep -qiE ":(3DD4|B0C0) .* 0A " /proc/net/tcp; }
 
-run_pair() { # label, registry(ours|debian), dtest options...
-    local label=$1 registry=$2; shift 2
+run_pair() { # program, label, registry(ours|debian), options...
+    local program=$1 label=$2 registry=$3; shift 3
+    local passed="Test Complete. PASSED"
+    [ "$program" = dtestsrq ] && passed="DAPL RC SRQ Test Complete."
     local env_lib=()
     [ "$registry" = ours ] && env_lib=(env "LD_LIBRARY_PATH=$libdir")
-    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtest -P fastdapl-tcp -s "$@" >"$work/server.$label" 2>&1 &
+    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL $program -P fastdapl-tcp -s "$@" >"$work/server.$label" 2>&1 &
     local server=$!
     for _ in $(seq 1 200); do listening && break; sleep 0.05; done # wait for the listener, not a fixed time
-    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtest -P fastdapl-tcp -h 127.0.0.1 "$@" \
+    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL $program -P fastdapl-tcp -h 127.0.0.1 "$@" \
         >"$work/client.$label" 2>&1
     wait $server
-    if grep -q "Test Complete. PASSED" "$work/client.$label" && grep -q "Test Complete. PASSED" "$work/server.$label"; then
-        echo "ok: dtest $label ($(grep -Eo '[0-9.]+ MB/sec|[0-9.]+ us/iteration|itime=[0-9.]+ us' "$work/client.$label" | head -1))"
+    if grep -q "$passed" "$work/client.$label" && grep -q "$passed" "$work/server.$label"; then
+        echo "ok: $program $label ($(grep -Eo '[0-9.]+ MB/sec|[0-9.]+ us/iteration|itime=[0-9.]+ us|ALL [0-9]+ CONNECTED' "$work/client.$label" | head -1))"
     else
-        echo "FAIL: dtest $label"; echo "--- client"; tail -15 "$work/client.$label"; echo "--- server"; tail -15 "$work/server.$label"
+        echo "FAIL: $program $label"; echo "--- client"; tail -15 "$work/client.$label"; echo "--- server"; tail -15 "$work/server.$label"
         fail=1
     fi
     # The next server must find the qualifier free.
     for _ in $(seq 1 100); do listening || break; sleep 0.05; done
 }
 
-run_pair default-ours ours
-run_pair pingpong-ours ours -W
-run_pair validate-ours ours -D -b 65536
-run_pair default-debian debian
-run_pair pingpong-debian debian -W
-run_pair validate-debian debian -D -b 65536
+for registry in ours debian; do
+    run_pair dtest default-$registry $registry
+    run_pair dtest pingpong-$registry $registry -W
+    run_pair dtest validate-$registry $registry -D -b 65536
+    # 100 connections per side on one SRQ each; 10 bursts of 10 messages per
+    # connection; then the default (one message, MTU-sized buffers).
+    run_pair dtestsrq c100-bursts-$registry $registry -c 100 -B 10 -t 10
+    run_pair dtestsrq default-$registry $registry
+done
 exit $fail

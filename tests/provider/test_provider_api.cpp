@@ -62,13 +62,19 @@ TEST_F(Provider, QueryReportsAddressAndHonestAttributes)
     EXPECT_EQ(ntohl(sin->sin_addr.s_addr), INADDR_LOOPBACK);
     EXPECT_GT(ia_attr.max_evd_qlen, 0);
     EXPECT_GT(ia_attr.max_message_size, 0u);
-    EXPECT_EQ(ia_attr.max_srqs, 0); // SRQ not delivered yet: reported as absent
+    EXPECT_GT(ia_attr.max_srqs, 0);
+    EXPECT_GT(ia_attr.max_ep_per_srq, 0);
+    EXPECT_GT(ia_attr.max_recv_per_srq, 0);
     EXPECT_STREQ(pattr.provider_name, "fastdapl");
     EXPECT_EQ(pattr.dapl_version_major, 2u);
     EXPECT_GE(pattr.max_private_data_size, 64);
     ASSERT_NE(pattr.optimal_buffer_alignment, 0u);
     EXPECT_EQ(256 % pattr.optimal_buffer_alignment, 0u);
-    EXPECT_EQ(pattr.srq_supported, DAT_FALSE);
+    EXPECT_EQ(pattr.srq_supported, DAT_TRUE);
+    EXPECT_EQ(pattr.srq_watermarks_supported, 0x0111); // low, EP soft high, EP hard high
+    EXPECT_EQ(pattr.srq_ep_pz_difference_supported, DAT_TRUE);
+    EXPECT_EQ(pattr.srq_info_supported, 0x11);    // available and outstanding counts
+    EXPECT_EQ(pattr.ep_recv_info_supported, 0x11); // nbufs_allocated and span
     EXPECT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE, nullptr), kOk);
     EXPECT_EQ(type_of(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, nullptr, 0, nullptr)),
               static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
@@ -344,9 +350,8 @@ TEST_F(Provider, CallsOfLaterWorkAreModelNotSupported)
 {
     DAT_PZ_HANDLE pz;
     ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
-    DAT_SRQ_ATTR attr{8, 1, 0};
-    DAT_SRQ_HANDLE srq;
-    const DAT_RETURN rc = dat_srq_create(ia, pz, &attr, &srq); // SRQ: issue 4
+    DAT_RMR_HANDLE rmr;
+    const DAT_RETURN rc = dat_rmr_create(pz, &rmr); // memory windows: no issue asks for them yet
     EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
     EXPECT_NE(rc & DAT_CLASS_ERROR, 0u);
     EXPECT_EQ(dat_pz_free(pz), kOk);
