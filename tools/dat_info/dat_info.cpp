@@ -5,6 +5,8 @@
 
 #include <dat2/udat.h>
 
+#include <dat2/fastdapl.h> // after udat.h
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -112,6 +114,40 @@ void print_named(const char* what, DAT_COUNT n, const DAT_NAMED_ATTR* attrs)
                     attrs[i].value ? attrs[i].value : "(null)");
 }
 
+struct BitName {
+    DAT_COUNT bit;
+    const char* name;
+};
+
+// A bit mask as hex and the names of its bits: "0x11 (available, outstanding)".
+template <std::size_t N>
+void print_bits(const char* what, DAT_COUNT value, const BitName (&names)[N])
+{
+    std::string text;
+    auto rest = static_cast<unsigned>(value);
+    for (const auto& b : names) {
+        if (rest & static_cast<unsigned>(b.bit)) {
+            text += text.empty() ? "" : ", ";
+            text += b.name;
+            rest &= ~static_cast<unsigned>(b.bit);
+        }
+    }
+    if (rest) {
+        char other[32];
+        std::snprintf(other, sizeof other, "%sother 0x%x", text.empty() ? "" : ", ", rest);
+        text += other;
+    }
+    std::printf("    %-40s 0x%x (%s)\n", what, static_cast<unsigned>(value), text.empty() ? "none" : text.c_str());
+}
+
+constexpr BitName kWatermarkBits[] = {{FASTDAPL_SRQ_WATERMARK_LOW, "low"},
+                                      {FASTDAPL_EP_WATERMARK_SOFT_HIGH, "EP soft high"},
+                                      {FASTDAPL_EP_WATERMARK_HARD_HIGH, "EP hard high"}};
+constexpr BitName kSrqInfoBits[] = {{FASTDAPL_SRQ_INFO_AVAILABLE, "available"},
+                                    {FASTDAPL_SRQ_INFO_OUTSTANDING, "outstanding"}};
+constexpr BitName kEpRecvInfoBits[] = {{FASTDAPL_EP_RECV_INFO_NBUFS, "nbufs_allocated"},
+                                       {FASTDAPL_EP_RECV_INFO_SPAN, "span"}};
+
 #define FIELD_U(s, f) std::printf("    %-40s %llu\n", #f, static_cast<unsigned long long>((s).f))
 #define FIELD_I(s, f) std::printf("    %-40s %lld\n", #f, static_cast<long long>((s).f))
 #define FIELD_B(s, f) std::printf("    %-40s %s\n", #f, yes_no((s).f))
@@ -180,10 +216,10 @@ void print_provider_attr(const DAT_PROVIDER_ATTR& p)
     }
     std::printf("\n");
     FIELD_B(p, srq_supported);
-    FIELD_I(p, srq_watermarks_supported);
+    print_bits("srq_watermarks_supported", p.srq_watermarks_supported, kWatermarkBits);
     FIELD_B(p, srq_ep_pz_difference_supported);
-    FIELD_I(p, srq_info_supported);
-    FIELD_I(p, ep_recv_info_supported);
+    print_bits("srq_info_supported", p.srq_info_supported, kSrqInfoBits);
+    print_bits("ep_recv_info_supported", p.ep_recv_info_supported, kEpRecvInfoBits);
     FIELD_B(p, lmr_sync_req);
     FIELD_B(p, dto_async_return_guaranteed);
     FIELD_B(p, rdma_write_for_rdma_read_req);
@@ -193,6 +229,28 @@ void print_provider_attr(const DAT_PROVIDER_ATTR& p)
     FIELD_B(p, ha_supported);
     FIELD_I(p, ha_loadbalancing);
     print_named("num_provider_specific_attr", p.num_provider_specific_attr, p.provider_specific_attr);
+}
+
+// What fastdapl adds on the async EVD (<dat2/fastdapl.h>). Fixed text: printed
+// in full for the first IA that has it, as a pointer back for the others.
+void print_added_events(const DAT_PROVIDER_ATTR& p, const char* ia_name)
+{
+    static std::string first_ia;
+    if (!p.srq_supported || std::strcmp(p.provider_name, "fastdapl") != 0)
+        return;
+    if (!first_ia.empty()) {
+        std::printf("  Events this provider adds: as under IA %s\n", first_ia.c_str());
+        return;
+    }
+    first_ia = ia_name;
+    std::printf("  Events this provider adds (on the IA's async EVD; see <dat2/fastdapl.h>)\n");
+    std::printf("    %-40s 0x%05x, one per arming of a watermark\n", "FASTDAPL_ASYNC_WATERMARK_EVENT",
+                static_cast<unsigned>(FASTDAPL_ASYNC_WATERMARK_EVENT));
+    std::printf("    %-40s %s\n", "  dat_handle = the SRQ", "reason DAT_SRQ_LOW_WATERMARK_EVENT (dat_srq_set_lw)");
+    std::printf("    %-40s %s\n", "  dat_handle = the EP",
+                "reason DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT (dat_ep_set_watermark)");
+    std::printf("    %-40s %s\n", "DAT_ASYNC_ERROR_EP_BROKEN",
+                "also when an SRQ endpoint's connection ends: it takes no more buffers");
 }
 
 // Opens one IA and prints its attributes; returns false if it cannot be opened.
@@ -213,6 +271,7 @@ bool show_ia(const DAT_PROVIDER_INFO& info)
     if (ok) {
         print_ia_attr(ia_attr);
         print_provider_attr(provider_attr);
+        print_added_events(provider_attr, info.ia_name);
     } else {
         std::printf("  dat_ia_query failed: %s\n", error_text(rc).c_str());
     }
