@@ -1,6 +1,6 @@
 // Instruction count of the data path through the public API: one
 // dat_ep_post_send of 8 bytes and one dat_evd_dequeue of its completion,
-// on a connected loopback pair of fastdapl-tcp. Run under
+// on a connected loopback pair of fastdapl-tcp; and one dat_srq_post_recv. Run under
 //   valgrind --tool=callgrind --collect-atstart=no --separate-threads=yes
 // Only the two calls are collected (client requests around them), and only
 // the calling thread's file counts: the softnic engine thread's work (which
@@ -41,12 +41,13 @@ DAT_EVENT wait_for(DAT_EVD_HANDLE evd)
 
 int main(int argc, char** argv)
 {
-    // argv: which call to collect (post|dequeue), iterations.
+    // argv: which call to collect (post|dequeue|srq-post), iterations.
     const std::string collect = argc > 1 ? argv[1] : "post";
     const int iterations = argc > 2 ? std::atoi(argv[2]) : 1000;
     const bool collect_post = collect == "post", collect_dequeue = collect == "dequeue";
-    if (!collect_post && !collect_dequeue) {
-        std::fprintf(stderr, "usage: post_dequeue post|dequeue [iterations]\n");
+    const bool collect_srq_post = collect == "srq-post";
+    if ((!collect_post && !collect_dequeue && !collect_srq_post) || iterations <= 0 || iterations > 30000) {
+        std::fprintf(stderr, "usage: post_dequeue post|dequeue|srq-post [iterations, at most 30000]\n");
         return 2;
     }
     DAT_IA_HANDLE ia;
@@ -85,6 +86,21 @@ int main(int argc, char** argv)
     check(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), "dat_cr_accept");
     wait_for(conn_a);
     wait_for(conn_b);
+
+    if (collect_srq_post) { // an SRQ with room for every post: nothing needs to complete
+        DAT_SRQ_ATTR srq_attr{iterations, 1, DAT_SRQ_LW_DEFAULT};
+        DAT_SRQ_HANDLE srq;
+        check(dat_srq_create(ia, pz, &srq_attr, &srq), "dat_srq_create");
+        DAT_LMR_TRIPLET recv{reinterpret_cast<DAT_VADDR>(buffer.data() + 2048), 64, lkey};
+        for (int i = 0; i < iterations; ++i) {
+            CALLGRIND_TOGGLE_COLLECT;
+            const DAT_RETURN posted = dat_srq_post_recv(srq, 1, &recv, DAT_DTO_COOKIE{});
+            CALLGRIND_TOGGLE_COLLECT;
+            check(posted, "dat_srq_post_recv");
+        }
+        std::printf("post_dequeue: %d receives posted to an SRQ\n", iterations);
+        return 0;
+    }
 
     DAT_LMR_TRIPLET send{reinterpret_cast<DAT_VADDR>(buffer.data()), 8, lkey};
     DAT_LMR_TRIPLET recv{reinterpret_cast<DAT_VADDR>(buffer.data() + 2048), 64, lkey};
