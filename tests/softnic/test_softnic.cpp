@@ -549,3 +549,80 @@ TEST(Softnic, CompletionQueueOverflowBreaksItsQueuePairs)
     dev.destroy_cq(small);
     dev.destroy_cq(big);
 }
+
+TEST(Softnic, SharedReceiveQueueServesSeveralQueuePairsInAnyCompletionOrder)
+{
+    softnic::Device dev;
+    const std::uint32_t pd = dev.alloc_pd();
+    std::vector<char> mem(4096);
+    const std::uint32_t key = dev.memory().add(reinterpret_cast<std::uintptr_t>(mem.data()), mem.size(), kAll, pd);
+    softnic::Srq* srq = dev.create_srq(pd, 8, 1);
+    ASSERT_NE(srq, nullptr);
+    std::vector<std::uint64_t> cookies(srq->wqe_cnt());
+    fastpath::SharedReceiveQueue queue;
+    queue.init(srq->descriptor(), srq->wqe_cnt(), cookies.data());
+    struct Seen {
+        int limit = 0, error = 0;
+    } seen;
+    srq->set_callbacks([](void* c) { ++static_cast<Seen*>(c)->limit; }, [](void* c) { ++static_cast<Seen*>(c)->error; },
+                       &seen);
+    softnic::Cq* rcq = dev.create_cq(64);
+    softnic::Cq* scq = dev.create_cq(64);
+    fastpath::CompletionQueue recv_cq;
+    recv_cq.init(rcq->descriptor());
+    // Two senders, each connected to a receiver that takes from the SRQ.
+    Endpoint s1(dev, pd), s2(dev, pd);
+    softnic::Qp* r1 = dev.create_qp(pd, scq, rcq, 4, 0, 1, 0, srq);
+    softnic::Qp* r2 = dev.create_qp(pd, scq, rcq, 4, 0, 1, 0, srq);
+    ASSERT_TRUE(r1 && r2);
+    for (auto [sender, receiver] : {std::pair{&s1, r1}, {&s2, r2}}) {
+        int sv[2];
+        ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        ASSERT_TRUE(dev.connect(sender->qp, sv[0]));
+        ASSERT_TRUE(dev.connect(receiver, sv[1]));
+    }
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        const Sge s = sge_of(mem, key, 64 * i, 64);
+        ASSERT_TRUE(queue.post(&s, 1, 100 + i));
+    }
+    EXPECT_FALSE(dev.arm_srq_limit(srq, 3)); // 4 posted: not below 3
+    const Sge payload = sge_of(mem, key, 2048, 8);
+    ASSERT_TRUE(s1.sq.post(MLX5_OPCODE_SEND, &payload, 1, 8, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    s1.sq.ring();
+    ASSERT_TRUE(s2.sq.post(MLX5_OPCODE_SEND, &payload, 1, 8, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 2));
+    s2.sq.ring();
+    mlx5_cqe64 c[2];
+    Endpoint& poller = s1; // any endpoint's helper polls a CQ
+    ASSERT_TRUE(poller.next(recv_cq, c[0]));
+    ASSERT_TRUE(poller.next(recv_cq, c[1]));
+    std::vector<std::uint32_t> qpns{be32toh(c[0].sop_drop_qpn) & 0xffffff, be32toh(c[1].sop_drop_qpn) & 0xffffff};
+    std::sort(qpns.begin(), qpns.end());
+    EXPECT_EQ(qpns, (std::vector<std::uint32_t>{std::min(r1->qpn(), r2->qpn()), std::max(r1->qpn(), r2->qpn())}));
+    EXPECT_EQ(srq->taken(), 2u);
+    EXPECT_EQ(seen.limit, 1); // the second take left 2 < 3
+    EXPECT_EQ(r1->receives_taken() + r2->receives_taken(), 2u);
+    // Completed in the opposite order: each CQE names its WQE, whose cookie it gets back.
+    std::vector<std::uint64_t> got{queue.complete(be16toh(c[1].wqe_counter)), queue.complete(be16toh(c[0].wqe_counter))};
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, (std::vector<std::uint64_t>{100, 101}));
+    EXPECT_EQ(queue.outstanding(), 2u);
+    EXPECT_FALSE(dev.arm_srq_limit(srq, 2)); // 2 left: not below 2
+    EXPECT_TRUE(dev.arm_srq_limit(srq, 3));  // 2 < 3: reported by the caller, not armed
+
+    // A doorbell record claiming more posts than the ring holds: the SRQ
+    // fails, and the queue pair that tried to take from it breaks.
+    srq->descriptor().dbrec[0] = htobe32(queue.posted() + 100);
+    ASSERT_TRUE(s1.sq.post(MLX5_OPCODE_SEND, &payload, 1, 8, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 3));
+    s1.sq.ring();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (r1->state() != softnic::QpState::error && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(r1->state(), softnic::QpState::error);
+    EXPECT_TRUE(srq->failed());
+    EXPECT_EQ(seen.error, 1);
+    dev.destroy_qp(r1);
+    dev.destroy_qp(r2);
+    dev.destroy_srq(srq);
+    dev.destroy_cq(rcq);
+    dev.destroy_cq(scq);
+}
