@@ -560,6 +560,28 @@ TEST_F(Srq, ResizeNeverLosesABuffer)
     EXPECT_EQ(type_of(post(srq, 2)), t(DAT_INSUFFICIENT_RESOURCES));
 }
 
+TEST_F(Srq, ReceiveCompletionsFollowTheEndpointsRecvCompletionFlags)
+{
+    // A solicited-wait SRQ endpoint feeds its recv EVD without a threshold
+    // (spec 6.3.2.2): a wait for more than one event is refused, as for any
+    // endpoint so configured.
+    DAT_SRQ_HANDLE srq = make_srq(4);
+    ASSERT_EQ(post(srq, 0), kOk);
+    DAT_EP_ATTR attr = srq_attr();
+    attr.recv_completion_flags = DAT_COMPLETION_SOLICITED_WAIT_FLAG;
+    DAT_EP_HANDLE active, passive;
+    connect_pair(srq, active, passive, attr);
+    DAT_EVENT e;
+    DAT_COUNT nmore;
+    EXPECT_EQ(type_of(dat_evd_wait(dto_b, 0, 2, &e, &nmore)), t(DAT_INVALID_STATE));
+    DAT_LMR_TRIPLET iov{reinterpret_cast<DAT_VADDR>(buffer.data() + kSendArea), 8, lmr_context};
+    DAT_DTO_COOKIE cookie{};
+    ASSERT_EQ(dat_ep_post_send(active, 1, &iov, cookie, DAT_COMPLETION_SOLICITED_WAIT_FLAG), kOk);
+    const DAT_DTO_COMPLETION_EVENT_DATA d = completion(dto_b);
+    EXPECT_EQ(d.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(d.ep_handle, passive);
+}
+
 TEST_F(Srq, HundredConnectionsShareOneSrq)
 {
     // 100 connections, 10 messages each in flight at once, into an SRQ of
