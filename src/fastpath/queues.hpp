@@ -272,6 +272,16 @@ private:
     std::uint32_t pending_ = 0;
 };
 
+// The data segments of a receive WQE (own or shared queue): a list shorter
+// than the WQE's room ends with the invalid key.
+inline void write_receive_segments(mlx5_wqe_data_seg* seg, std::uint32_t max_sge, const Sge* sge, std::uint32_t nsge)
+{
+    for (std::uint32_t i = 0; i < nsge; ++i)
+        mlx5dv_set_data_seg(&seg[i], sge[i].length, sge[i].lkey, sge[i].addr);
+    if (nsge < max_sge)
+        mlx5dv_set_data_seg(&seg[nsge], 0, MLX5_INVALID_LKEY, 0);
+}
+
 // Receive queue: WQEs of `stride` bytes holding data segments, completed in
 // order.
 class RecvQueue {
@@ -297,11 +307,8 @@ public:
         if (nsge > max_sge_ || free_slots() == 0) [[unlikely]]
             return false;
         const std::uint32_t index = head_ & (wqe_cnt_ - 1);
-        auto* seg = reinterpret_cast<mlx5_wqe_data_seg*>(buf_ + static_cast<std::size_t>(index) * stride_);
-        for (std::uint32_t i = 0; i < nsge; ++i)
-            mlx5dv_set_data_seg(&seg[i], sge[i].length, sge[i].lkey, sge[i].addr);
-        if (nsge < max_sge_) // a short list ends with an invalid key
-            mlx5dv_set_data_seg(&seg[nsge], 0, MLX5_INVALID_LKEY, 0);
+        write_receive_segments(reinterpret_cast<mlx5_wqe_data_seg*>(buf_ + static_cast<std::size_t>(index) * stride_),
+                               max_sge_, sge, nsge);
         cookies_[index] = cookie;
         ++head_;
         store_fence();
@@ -331,9 +338,10 @@ private:
 // keeps one WQE (the tail) unused: wqe_cnt - 1 can be posted at once. The
 // doorbell record holds a 16-bit count of posts.
 //
-// One thread posts while others complete: the tail and the free count are
-// atomic, so a post never waits for a completion. Completions must not run
-// concurrently with each other (the caller serializes them).
+// One thread posts while others complete: the tail and the completion count
+// are atomic (each with one writer, so no locked instruction), and a post
+// never waits for a completion. Completions must not run concurrently with
+// each other (the caller serializes them).
 class SharedReceiveQueue {
 public:
     // `srq` as mlx5dv_init_obj (or the softnic) fills it, for a queue of
@@ -352,7 +360,7 @@ public:
         head_ = 0;
         tail_.store(wqe_cnt_ - 1, std::memory_order_relaxed);
         posted_ = 0;
-        free_.store(wqe_cnt_ - 1, std::memory_order_relaxed);
+        completed_.store(0, std::memory_order_relaxed);
     }
 
     // The device moved the ring to `srq.buf` with `wqe_cnt` WQEs, the old
@@ -372,15 +380,14 @@ public:
         }
         wqe_cnt_ = wqe_cnt;
         tail_.store(tail, std::memory_order_relaxed);
-        free_.fetch_add(wqe_cnt - old_cnt, std::memory_order_relaxed);
     }
 
     std::uint32_t max_sge() const { return max_sge_; }
     std::uint32_t capacity() const { return wqe_cnt_ - 1; }
     // WQEs that can still be posted, and receives posted but not yet
     // consumed by a completion.
-    std::uint32_t free_wqes() const { return free_.load(std::memory_order_acquire); }
-    std::uint32_t outstanding() const { return capacity() - free_wqes(); }
+    std::uint32_t outstanding() const { return posted_ - completed_.load(std::memory_order_acquire); }
+    std::uint32_t free_wqes() const { return capacity() - outstanding(); }
     // Receives posted since init (free-running; the doorbell record holds
     // its low 16 bits).
     std::uint32_t posted() const { return posted_; }
@@ -392,14 +399,9 @@ public:
         const std::uint32_t index = head_;
         mlx5_wqe_srq_next_seg* next = next_seg(index);
         head_ = be16toh(next->next_wqe_index);
-        auto* seg = reinterpret_cast<mlx5_wqe_data_seg*>(next + 1);
-        for (std::uint32_t i = 0; i < nsge; ++i)
-            mlx5dv_set_data_seg(&seg[i], sge[i].length, sge[i].lkey, sge[i].addr);
-        if (nsge < max_sge_) // a short list ends with an invalid key
-            mlx5dv_set_data_seg(&seg[nsge], 0, MLX5_INVALID_LKEY, 0);
+        write_receive_segments(reinterpret_cast<mlx5_wqe_data_seg*>(next + 1), max_sge_, sge, nsge);
         cookies_[index] = cookie;
         ++posted_;
-        free_.fetch_sub(1, std::memory_order_relaxed);
         store_fence(); // the WQE before the count that publishes it
         *dbrec_ = htobe32(posted_ & 0xffff);
         return true;
@@ -413,7 +415,7 @@ public:
         const std::uint64_t cookie = cookies_[index];
         next_seg(tail_.load(std::memory_order_relaxed))->next_wqe_index = htobe16(static_cast<std::uint16_t>(index));
         tail_.store(index, std::memory_order_release); // the link above before a post may follow it
-        free_.fetch_add(1, std::memory_order_release);
+        completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
         return cookie;
     }
 
@@ -431,8 +433,8 @@ private:
     std::uint64_t* cookies_ = nullptr;
     std::uint32_t head_ = 0;
     std::atomic<std::uint32_t> tail_{0};
-    std::uint32_t posted_ = 0;           // what the doorbell record counts
-    std::atomic<std::uint32_t> free_{0}; // WQEs on the free list, less the sentinel
+    std::uint32_t posted_ = 0;                // what the doorbell record counts
+    std::atomic<std::uint32_t> completed_{0}; // WQEs given back by completions
 };
 
 // Completion queue of CQE64s (in 64- or 128-byte entries).

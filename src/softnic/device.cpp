@@ -368,7 +368,7 @@ Device::Take Device::take_receive(Qp& qp, std::uint32_t& index)
         const auto* next = reinterpret_cast<const mlx5_wqe_srq_next_seg*>(
             srq->mem_.get() + static_cast<std::size_t>(index) * srq->stride_);
         srq->head_ = be16toh(next->next_wqe_index) & (srq->cnt_ - 1);
-        srq->taken_.fetch_add(1, std::memory_order_release);
+        count_one(srq->taken_);
         if (srq->limit_ && available - 1u < srq->limit_) { // one event per arming
             srq->limit_ = 0;
             if (srq->on_limit_)
@@ -380,7 +380,8 @@ Device::Take Device::take_receive(Qp& qp, std::uint32_t& index)
             return Take::none;
         index = qp.rq_next_++;
     }
-    const std::uint32_t taken = qp.recv_taken_.fetch_add(1, std::memory_order_release) + 1;
+    count_one(qp.recv_taken_);
+    const std::uint32_t taken = qp.recv_taken_.load(std::memory_order_relaxed);
     std::int32_t soft = qp.soft_mark_.load(std::memory_order_relaxed);
     if (qp.srq_ && soft != kNoWatermark && taken - qp.recv_generated_.load() > static_cast<std::uint32_t>(soft) &&
         qp.soft_mark_.compare_exchange_strong(soft, kNoWatermark) && qp.on_soft_)
@@ -840,7 +841,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
     };
     auto push_receive = [&](const Cq::Entry& e) {
         qp.recv_cq_->push(e);
-        qp.recv_generated_.fetch_add(1, std::memory_order_release);
+        count_one(qp.recv_generated_);
     };
     switch (h.type) {
     case kSend: {
@@ -1010,7 +1011,7 @@ void Device::flush_all(Qp& qp)
         if (qp.srq_reserved_ != Qp::kNoWqe) {
             qp.recv_cq_->push({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
                                static_cast<std::uint16_t>(qp.srq_reserved_), 0, 0, qp.qpn_});
-            qp.recv_generated_.fetch_add(1, std::memory_order_release);
+            count_one(qp.recv_generated_);
             qp.srq_reserved_ = Qp::kNoWqe;
         }
         return;
@@ -1020,8 +1021,8 @@ void Device::flush_all(Qp& qp)
         qp.recv_cq_->push({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
                            static_cast<std::uint16_t>(qp.rq_next_), 0, 0, qp.qpn_});
         ++qp.rq_next_;
-        qp.recv_taken_.fetch_add(1, std::memory_order_release); // a flush consumes it too
-        qp.recv_generated_.fetch_add(1, std::memory_order_release);
+        count_one(qp.recv_taken_); // a flush consumes it too
+        count_one(qp.recv_generated_);
     }
 }
 

@@ -106,6 +106,14 @@ private:
     void* callback_context_ = nullptr;
 };
 
+// Adds one to a count that has one writer at a time (the engine under the
+// device's mutex, or the one EVD that reaps a queue pair's receives): a
+// published plain increment, no locked instruction.
+inline void count_one(std::atomic<std::uint32_t>& count)
+{
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
 // "No mark" for a queue pair's receive watermarks (DAT_WATERMARK_INFINITE).
 inline constexpr std::int32_t kNoWatermark = -1;
 
@@ -133,7 +141,7 @@ public:
     Srq* srq() const { return srq_; }
     std::uint32_t receives_taken() const { return recv_taken_.load(std::memory_order_acquire); }
     std::uint32_t receives_completed() const { return recv_generated_.load(std::memory_order_acquire); }
-    void note_receive_reaped() { recv_reaped_.fetch_add(1, std::memory_order_release); }
+    void note_receive_reaped() { count_one(recv_reaped_); } // by the EVD that reaps them
     // Soft mark: `on_soft` runs once (engine thread) when more buffers than
     // the mark were taken and not completed; Device::set_watermarks arms it.
     void set_on_soft_watermark(void (*on_soft)(void*), void* context)
