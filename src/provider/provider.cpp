@@ -918,10 +918,9 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE handle)
 
 void destroy_ep(Ep* ep)
 {
-    if (ep->state.load() == DAT_EP_STATE_CONNECTED) {
-        ep->state = DAT_EP_STATE_DISCONNECTED;
-        ep->ia->device->disconnect(ep->qp);
-    }
+    // No connection event for an endpoint that goes (the softnic's end
+    // callback finds it DISCONNECTED already); drop_qp ends the link.
+    ep->state = DAT_EP_STATE_DISCONNECTED;
     {
         std::lock_guard lock(ep->ia->cm_mutex);
         if (ep->cm_id) {
