@@ -3,6 +3,8 @@
 // overflow, on one IA over loopback.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
+#include "connect_through_psp.hpp"
+
 #include <dat2/udat.h>
 
 #include <gtest/gtest.h>
@@ -94,17 +96,7 @@ protected:
     {
         active = make_ep(dto_a, conn_a);
         passive = make_ep(dto_b, conn_b);
-        DAT_CONN_QUAL qual = 0;
-        DAT_PSP_HANDLE psp;
-        ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
-        ASSERT_EQ(dat_ep_connect(active, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-                  kOk);
-        DAT_EVENT e = next(cr_evd);
-        ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
-        ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, passive, 0, nullptr), kOk);
-        ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
-        ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
-        ASSERT_EQ(dat_psp_free(psp), kOk);
+        fastdapl_test::connect_through_psp(ia, address, cr_evd, active, conn_a, passive, conn_b);
     }
 
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;

@@ -3,6 +3,8 @@
 // and 100 connections sharing one SRQ, on one IA over loopback.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
+#include "connect_through_psp.hpp"
+
 #include <dat2/udat.h>
 #include <dat2/fastdapl.h>
 
@@ -164,17 +166,7 @@ protected:
     }
     void accept_into(DAT_EP_HANDLE active, DAT_EP_HANDLE passive)
     {
-        DAT_CONN_QUAL qual = 0;
-        DAT_PSP_HANDLE psp;
-        ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
-        ASSERT_EQ(dat_ep_connect(active, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
-                  kOk);
-        DAT_EVENT e = next(cr_evd);
-        ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
-        ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, passive, 0, nullptr), kOk);
-        ASSERT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
-        ASSERT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
-        ASSERT_EQ(dat_psp_free(psp), kOk);
+        fastdapl_test::connect_through_psp(ia, address, cr_evd, active, conn_a, passive, conn_b);
     }
 
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
