@@ -6,7 +6,10 @@
 #include "device.hpp" // softnic
 #include "object.hpp"
 #include "queues.hpp" // fastpath
+#include "rdma_cm.hpp"
 #include "socket_cm.hpp"
+#include "discovery.hpp"
+#include "verbs_device.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -26,6 +29,66 @@ class Psp;
 class Cno;
 class Srq;
 
+// Endpoints by queue pair number for devices whose numbers are not small
+// (verbs: 24 bits): open addressing, written under the IA's lock, read
+// without one on every completion. A removed entry keeps its number with
+// no endpoint, so probes pass over it; an insert reuses the first such.
+class QpnTable {
+public:
+    static constexpr std::uint32_t kSize = 1u << 17; // twice the endpoints an IA offers
+    void insert(std::uint32_t qpn, Ep* ep)
+    {
+        std::lock_guard lock(mutex_);
+        Slot* reuse = nullptr;
+        for (std::uint32_t i = hash(qpn);; i = (i + 1) & (kSize - 1)) {
+            Slot& s = slots_[i];
+            const std::uint32_t k = s.qpn.load(std::memory_order_relaxed);
+            if (k == qpn) {
+                s.ep.store(ep, std::memory_order_release);
+                return;
+            }
+            if (!reuse && (k == kEmpty || !s.ep.load(std::memory_order_relaxed)))
+                reuse = &s;
+            if (k == kEmpty)
+                break;
+        }
+        reuse->ep.store(nullptr, std::memory_order_relaxed);
+        reuse->qpn.store(qpn, std::memory_order_release);
+        reuse->ep.store(ep, std::memory_order_release);
+    }
+    void erase(std::uint32_t qpn)
+    {
+        std::lock_guard lock(mutex_);
+        for (std::uint32_t i = hash(qpn);; i = (i + 1) & (kSize - 1)) {
+            const std::uint32_t k = slots_[i].qpn.load(std::memory_order_relaxed);
+            if (k == qpn)
+                slots_[i].ep.store(nullptr, std::memory_order_release);
+            if (k == qpn || k == kEmpty)
+                return;
+        }
+    }
+    Ep* find(std::uint32_t qpn) const
+    {
+        for (std::uint32_t i = hash(qpn);; i = (i + 1) & (kSize - 1)) {
+            const std::uint32_t k = slots_[i].qpn.load(std::memory_order_acquire);
+            if (k == qpn)
+                return slots_[i].ep.load(std::memory_order_acquire);
+            if (k == kEmpty)
+                return nullptr;
+        }
+    }
+
+private:
+    static constexpr std::uint32_t kEmpty = ~0u; // qpns have 24 bits
+    static std::uint32_t hash(std::uint32_t qpn) { return (qpn * 2654435761u) >> 15; }
+    struct Slot {
+        std::atomic<std::uint32_t> qpn{kEmpty};
+        std::atomic<Ep*> ep{nullptr};
+    };
+    std::mutex mutex_;
+    std::unique_ptr<Slot[]> slots_{new Slot[kSize]};
+};
+
 class Ia : public Object {
 public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_IA;
@@ -33,7 +96,14 @@ public:
     std::string name;
     sockaddr_storage address{};
     std::atomic<DAT_IA_HANDLE> consumer_handle{nullptr}; // as the hosting registry names it (found lazily)
-    std::unique_ptr<softnic::Device> device;
+    std::unique_ptr<softnic::Device> device;  // softnic IAs
+    std::unique_ptr<verbs::Device> verbs;     // verbs IAs (rdma-core device and port)
+    std::unique_ptr<cm::RdmaCm> rdma_cm;      // verbs IAs' connection manager
+    QpnTable verbs_eps;                       // verbs IAs: endpoints by queue pair number
+    // Provider-specific attributes (dat_ia_query): names and values, and
+    // the DAT_NAMED_ATTRs that point into them.
+    std::vector<std::pair<std::string, std::string>> specific;
+    std::vector<DAT_NAMED_ATTR> specific_attrs;
     bool inline_sends = true; // a post on an idle QP is sent from the caller's thread
     Evd* async_evd = nullptr;
     bool owns_async_evd = false;
@@ -49,6 +119,7 @@ public:
     std::recursive_mutex cm_mutex;
     std::map<std::uint64_t, Psp*> listeners;  // listener id -> PSP
     std::map<std::uint64_t, Ep*> attempts;    // connect or accept id -> EP
+    std::map<std::uint64_t, Ep*> connections; // verbs: rdma_cm id of an established connection -> EP
     // Completions name their queue pair: a table indexed by its number,
     // read without a lock on every completion.
     std::unique_ptr<std::atomic<Ep*>[]> eps_by_qpn{new std::atomic<Ep*>[softnic::kMaxQps]()};
@@ -71,6 +142,7 @@ class Pz : public Object {
 public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_PZ;
     std::uint32_t pd = 0;
+    ibv_pd* verbs_pd = nullptr;
     std::atomic<int> users{0}; // LMRs, RMRs, EPs, SRQs in this PZ
 };
 
@@ -84,6 +156,7 @@ public:
     DAT_MEM_PRIV_FLAGS privileges = DAT_MEM_PRIV_NONE_FLAG;
     DAT_VA_TYPE va_type = DAT_VA_TYPE_VA;
     std::uint32_t key = 0; // softnic memory key (lmr_context, and rmr_context when remote access is granted)
+    ibv_mr* mr = nullptr;  // verbs: lkey is the lmr_context, rkey the rmr_context
     bool remote = false;
     std::atomic<int> users{0}; // RMRs bound to it, LMRs registered on top of it
 };
@@ -109,6 +182,12 @@ public:
     softnic::Cq* cq = nullptr;
     fastpath::CompletionQueue cq_view;
     std::atomic<Cno*> cno{nullptr}; // notified of new events while enabled and not waited on
+
+    // DTO stream on a verbs device: its CQ, and work completions polled
+    // ahead of the consumer (to count them for wait thresholds).
+    ibv_cq* verbs_cq = nullptr;
+    std::vector<ibv_wc> polled;
+    std::uint32_t polled_head = 0, polled_count = 0;
 };
 
 // Consumer notification object: wakes one waiter per trigger, calls (and
@@ -166,6 +245,16 @@ public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_SRQ;
     Pz* pz = nullptr;
     softnic::Srq* device_srq = nullptr;
+    ibv_srq* verbs_srq = nullptr;
+    // verbs: receives posted and completions reaped (the device's take is
+    // not visible to software). A receive's wr_id names its slot, which
+    // holds the cookie; free slots wait in a ring with one writer each way
+    // (the poster takes, the reaper, under lock_completions, gives back).
+    std::atomic<std::uint32_t> verbs_posted{0}, verbs_reaped{0};
+    std::atomic<bool> verbs_failed{false}; // IBV_EVENT_SRQ_ERR
+    std::vector<std::uint64_t> verbs_cookies;
+    std::vector<std::uint32_t> verbs_free;
+    std::atomic<std::uint32_t> verbs_free_head{0}, verbs_free_tail{0};
     fastpath::SharedReceiveQueue queue;
     std::vector<std::uint64_t> cookies;
     DAT_COUNT max_recv_dtos = 0; // what the consumer may have outstanding (posted, not reaped)
@@ -198,6 +287,21 @@ public:
     DAT_EP_ATTR attr{};
     std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
     softnic::Qp* qp = nullptr;
+    // verbs: the queue pair, and a ring of what each posted request was
+    // (wr_id is its sequence number; a signalled completion retires every
+    // earlier one). Receives carry the consumer's cookie as wr_id.
+    ibv_qp* verbs_qp = nullptr;
+    struct VerbsSend {
+        std::uint64_t cookie;
+        std::uint32_t length;
+        std::uint32_t operation; // DAT_DTOS
+    };
+    std::vector<VerbsSend> verbs_sends;
+    std::uint64_t verbs_send_posted = 0, verbs_send_retired = 0;
+    std::uint32_t verbs_recv_posted = 0, verbs_recv_reaped = 0;
+    std::vector<std::uint64_t> verbs_recv_cookies; // own receive queue: completes in order
+    std::uint32_t verbs_max_inline = 0;
+    std::uint64_t rdma_cm_id = 0; // the rdma_cm connection, kept until reset or free
     fastpath::SendQueue sq;
     fastpath::RecvQueue rq;
     std::vector<fastpath::SendSlot> send_slots;

@@ -47,6 +47,9 @@ std::map<std::string, std::unique_ptr<Registration>> g_registrations;
 
 DAT_RETURN not_supported() { return error(DAT_MODEL_NOT_SUPPORTED); }
 
+// FASTDAPL_DEBUG set: reasons for failures go to stderr.
+const bool g_debug = std::getenv("FASTDAPL_DEBUG") != nullptr;
+
 // An enum field as the integer the consumer stored: it may hold any value,
 // and reading it as the enum type would be undefined for unknown ones.
 template <typename E>
@@ -199,6 +202,224 @@ void report_overflow(Evd* evd)
         post_async(evd->ia, DAT_ASYNC_ERROR_EVD_OVERFLOW, evd, DAT_EVD_OVERFLOW_ERROR);
 }
 
+// --- verbs IAs: the generic data path ---------------------------------------------------
+
+// Whether an EVD has a completion queue (softnic or verbs).
+bool has_cq(const Evd* evd) { return evd->cq || evd->verbs_cq; }
+
+// A verbs work request's wr_id: a request's sequence number shifted left
+// (bit 0 clear), or a receive's slot shifted left with bit 0 set. A
+// completion in error does not say its opcode, so the tag tells which.
+constexpr std::uint64_t kRecvTag = 1;
+
+DAT_DTO_COMPLETION_STATUS status_of_wc(ibv_wc_status s)
+{
+    switch (s) {
+    case IBV_WC_SUCCESS:
+        return DAT_DTO_SUCCESS;
+    case IBV_WC_LOC_LEN_ERR:
+        return DAT_DTO_ERR_LOCAL_LENGTH;
+    case IBV_WC_LOC_QP_OP_ERR:
+    case IBV_WC_LOC_EEC_OP_ERR:
+        return DAT_DTO_ERR_LOCAL_EP;
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_LOC_ACCESS_ERR:
+        return DAT_DTO_ERR_LOCAL_PROTECTION;
+    case IBV_WC_WR_FLUSH_ERR:
+        return DAT_DTO_ERR_FLUSHED;
+    case IBV_WC_BAD_RESP_ERR:
+        return DAT_DTO_ERR_BAD_RESPONSE;
+    case IBV_WC_REM_ACCESS_ERR:
+        return DAT_DTO_ERR_REMOTE_ACCESS;
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_OP_ERR:
+        return DAT_DTO_ERR_REMOTE_RESPONDER;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        return DAT_DTO_ERR_RECEIVER_NOT_READY;
+    default: // retry exceeded, remote aborted, fatal: the link failed
+        return DAT_DTO_ERR_TRANSPORT;
+    }
+}
+
+// Work completions polled ahead into the EVD's buffer (its lock held).
+std::uint32_t verbs_poll(Evd* evd)
+{
+    if (evd->polled_count == 0)
+        evd->polled_head = 0;
+    const auto size = static_cast<std::uint32_t>(evd->polled.size());
+    const std::uint32_t end = evd->polled_head + evd->polled_count;
+    if (end < size) {
+        const int n = ibv_poll_cq(evd->verbs_cq, static_cast<int>(size - end), &evd->polled[end]);
+        if (n > 0)
+            evd->polled_count += static_cast<std::uint32_t>(n);
+    }
+    return evd->polled_count;
+}
+
+// A receive slot of a verbs SRQ back on its free ring (one reaper at a time).
+void srq_slot_free(Srq* srq, std::uint32_t slot)
+{
+    const std::uint32_t tail = srq->verbs_free_tail.load(std::memory_order_relaxed);
+    srq->verbs_free[tail % srq->verbs_free.size()] = slot;
+    srq->verbs_free_tail.store(tail + 1, std::memory_order_release);
+}
+
+bool verbs_take_completion(Evd* evd, DAT_EVENT& e)
+{
+    for (;;) {
+        if (evd->polled_count == 0 && verbs_poll(evd) == 0)
+            return false;
+        const ibv_wc wc = evd->polled[evd->polled_head];
+        ++evd->polled_head;
+        --evd->polled_count;
+        Ep* ep = evd->ia->verbs_eps.find(wc.qp_num);
+        if (wc.status != IBV_WC_SUCCESS && g_debug) [[unlikely]]
+            std::fprintf(stderr, "fastdapl: completion error on qp %u: %s (vendor 0x%x), wr_id 0x%llx\n", wc.qp_num,
+                         ibv_wc_status_str(wc.status), wc.vendor_err, static_cast<unsigned long long>(wc.wr_id));
+        if (!ep) // its EP is gone: nothing to report the completion to
+            continue;
+        std::memset(&e, 0, sizeof e);
+        e.event_number = DAT_DTO_COMPLETION_EVENT;
+        e.evd_handle = evd;
+        auto& d = e.event_data.dto_completion_event_data;
+        d.ep_handle = ep;
+        d.status = status_of_wc(wc.status);
+        if (!(wc.wr_id & kRecvTag)) {
+            const std::uint64_t seq = wc.wr_id >> 1;
+            const Ep::VerbsSend& s = ep->verbs_sends[seq & (ep->verbs_sends.size() - 1)];
+            d.user_cookie.as_64 = s.cookie;
+            d.operation = static_cast<DAT_DTOS>(s.operation);
+            d.transfered_length = d.status == DAT_DTO_SUCCESS ? s.length : 0;
+            if (seq + 1 > ep->verbs_send_retired) // earlier unsignalled requests are done too
+                ep->verbs_send_retired = seq + 1;
+            if (ep->state.load(std::memory_order_relaxed) == DAT_EP_STATE_DISCONNECT_PENDING &&
+                ep->verbs_send_retired == ep->verbs_send_posted)
+                ep->ia->rdma_cm->disconnect(ep->rdma_cm_id); // the graceful disconnect's requests drained
+        } else {
+            const auto slot = static_cast<std::uint32_t>(wc.wr_id >> 1);
+            if (Srq* srq = ep->srq) {
+                srq->lock_completions();
+                d.user_cookie.as_64 = srq->verbs_cookies[slot];
+                srq_slot_free(srq, slot);
+                softnic::count_one(srq->verbs_reaped);
+                srq->unlock_completions();
+            } else {
+                d.user_cookie.as_64 = ep->verbs_recv_cookies[slot & (ep->verbs_recv_cookies.size() - 1)];
+                ++ep->verbs_recv_reaped;
+            }
+            d.operation = DAT_DTO_RECEIVE;
+            d.transfered_length = d.status == DAT_DTO_SUCCESS ? wc.byte_len : 0;
+        }
+        return true;
+    }
+}
+
+unsigned verbs_send_flags(DAT_COMPLETION_FLAGS flags)
+{
+    unsigned f = 0;
+    if (!(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG)))
+        f |= IBV_SEND_SIGNALED;
+    if (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)
+        f |= IBV_SEND_SOLICITED;
+    if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
+        f |= IBV_SEND_FENCE;
+    return f;
+}
+
+// The generic verbs post of a request (the checks are done).
+DAT_RETURN verbs_post_request(Ep* ep, std::uint8_t mlx5_opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
+                              std::uint64_t total, DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET* remote,
+                              DAT_COMPLETION_FLAGS flags)
+{
+    const auto depth = static_cast<std::uint64_t>(ep->verbs_sends.size());
+    if (ep->verbs_send_posted - ep->verbs_send_retired >= depth) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ibv_sge sge[softnic::kMaxSge];
+    for (DAT_COUNT i = 0; i < n; ++i)
+        sge[i] = {iov[i].virtual_address, static_cast<std::uint32_t>(iov[i].segment_length), iov[i].lmr_context};
+    ibv_send_wr wr{};
+    const std::uint64_t seq = ep->verbs_send_posted;
+    wr.wr_id = seq << 1;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    wr.send_flags = verbs_send_flags(flags);
+    // Inline only what verbs can copy at post time; reads land in the list.
+    if (total <= ep->verbs_max_inline && mlx5_opcode != MLX5_OPCODE_RDMA_READ && n > 0)
+        wr.send_flags |= IBV_SEND_INLINE;
+    DAT_DTOS operation = DAT_DTO_SEND;
+    switch (mlx5_opcode) {
+    case MLX5_OPCODE_RDMA_WRITE:
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        operation = DAT_DTO_RDMA_WRITE;
+        break;
+    case MLX5_OPCODE_RDMA_READ:
+        wr.opcode = IBV_WR_RDMA_READ;
+        operation = DAT_DTO_RDMA_READ;
+        break;
+    default:
+        wr.opcode = IBV_WR_SEND;
+        break;
+    }
+    if (remote) {
+        wr.wr.rdma.remote_addr = remote->virtual_address;
+        wr.wr.rdma.rkey = remote->rmr_context;
+    }
+    Ep::VerbsSend& s = ep->verbs_sends[seq & (depth - 1)];
+    s.cookie = cookie.as_64;
+    s.length = static_cast<std::uint32_t>(total);
+    s.operation = operation;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(ep->verbs_qp, &wr, &bad) != 0) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ep->verbs_send_posted = seq + 1;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN verbs_post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie)
+{
+    const auto depth = static_cast<std::uint32_t>(ep->verbs_recv_cookies.size());
+    if (ep->verbs_recv_posted - ep->verbs_recv_reaped >= depth) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ibv_sge sge[softnic::kMaxSge];
+    for (DAT_COUNT i = 0; i < n; ++i)
+        sge[i] = {iov[i].virtual_address, static_cast<std::uint32_t>(iov[i].segment_length), iov[i].lmr_context};
+    const std::uint32_t slot = ep->verbs_recv_posted;
+    ep->verbs_recv_cookies[slot & (depth - 1)] = cookie.as_64;
+    ibv_recv_wr wr{};
+    wr.wr_id = (static_cast<std::uint64_t>(slot) << 1) | kRecvTag;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    ibv_recv_wr* bad = nullptr;
+    if (ibv_post_recv(ep->verbs_qp, &wr, &bad) != 0) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ++ep->verbs_recv_posted;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN verbs_srq_post_recv(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie)
+{
+    const std::uint32_t head = srq->verbs_free_head.load(std::memory_order_relaxed);
+    if (head == srq->verbs_free_tail.load(std::memory_order_acquire) ||
+        static_cast<DAT_COUNT>(srq->verbs_posted.load(std::memory_order_relaxed) -
+                               srq->verbs_reaped.load(std::memory_order_acquire)) >= srq->max_recv_dtos) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    const std::uint32_t slot = srq->verbs_free[head % srq->verbs_free.size()];
+    ibv_sge sge[softnic::kMaxSge];
+    for (DAT_COUNT i = 0; i < n; ++i)
+        sge[i] = {iov[i].virtual_address, static_cast<std::uint32_t>(iov[i].segment_length), iov[i].lmr_context};
+    srq->verbs_cookies[slot] = cookie.as_64;
+    ibv_recv_wr wr{};
+    wr.wr_id = (static_cast<std::uint64_t>(slot) << 1) | kRecvTag;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    ibv_recv_wr* bad = nullptr;
+    if (ibv_post_srq_recv(srq->verbs_srq, &wr, &bad) != 0) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    srq->verbs_free_head.store(head + 1, std::memory_order_release);
+    softnic::count_one(srq->verbs_posted);
+    return DAT_SUCCESS;
+}
+
 // --- completions ----------------------------------------------------------------------
 
 void evd_notify(void* context)
@@ -239,7 +460,7 @@ DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
 bool take_completion(Evd* evd, DAT_EVENT& e)
 {
     if (!evd->cq)
-        return false;
+        return evd->verbs_cq ? verbs_take_completion(evd, e) : false;
     const mlx5_cqe64* cqe = evd->cq_view.peek();
     if (!cqe)
         return false;
@@ -287,6 +508,8 @@ DAT_COUNT ready_events(Evd* evd, DAT_COUNT limit)
     DAT_COUNT n = static_cast<DAT_COUNT>(evd->events.size());
     for (std::uint32_t k = 0; evd->cq && n < limit && evd->cq_view.ready_at(k); ++k)
         ++n;
+    if (evd->verbs_cq && n < limit)
+        n += static_cast<DAT_COUNT>(verbs_poll(evd));
     return n;
 }
 
@@ -321,6 +544,15 @@ void post_connection_event(Ep* ep, DAT_EVENT_NUMBER number, const std::uint8_t* 
 }
 
 // --- EP --------------------------------------------------------------------------------
+
+void release_connection(Ep* ep);
+
+// Private data a connection message carries: the socket CM's, or what an
+// IB CM REQ leaves after rdma_cm's header (the smallest of REQ/REP/REJ).
+DAT_COUNT max_private_data(const Ia* ia)
+{
+    return static_cast<DAT_COUNT>(ia->verbs ? cm::kRdmaCmMaxPrivateData : cm::kMaxPrivateData);
+}
 
 // The INVALID_STATE subtype that names the state an EP is in now.
 DAT_RETURN_SUBTYPE ep_state_subtype(DAT_EP_STATE s)
@@ -404,14 +636,72 @@ void ep_soft_watermark(void* context)
 
 std::int32_t device_mark(DAT_COUNT mark) { return mark == DAT_WATERMARK_INFINITE ? softnic::kNoWatermark : mark; }
 
+std::uint32_t power_of_two_at_least(std::uint32_t n)
+{
+    std::uint32_t p = 1;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
+// A verbs RC queue pair for the endpoint, in INIT so that receives can be
+// posted before a connection is sought (rdma_cm takes it on from there).
+DAT_RETURN verbs_create_qp(Ep* ep)
+{
+    Ia* ia = ep->ia;
+    const ibv_device_attr& dev = ia->verbs->attr();
+    ibv_qp_init_attr init{};
+    init.qp_context = ep;
+    init.send_cq = ep->request_evd->verbs_cq;
+    init.recv_cq = ep->recv_evd->verbs_cq;
+    init.srq = ep->srq ? ep->srq->verbs_srq : nullptr;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 0;
+    const auto limit = [](DAT_COUNT want, int most) {
+        return static_cast<std::uint32_t>(std::min<long>(std::max<DAT_COUNT>(want, 1), std::max(most, 1)));
+    };
+    init.cap.max_send_wr = limit(ep->attr.max_request_dtos, dev.max_qp_wr);
+    init.cap.max_recv_wr = ep->srq ? 0 : limit(ep->attr.max_recv_dtos, dev.max_qp_wr);
+    init.cap.max_send_sge = limit(std::max({ep->attr.max_request_iov, ep->attr.max_rdma_read_iov, ep->attr.max_rdma_write_iov}),
+                                  dev.max_sge);
+    init.cap.max_recv_sge = ep->srq ? 0 : limit(ep->attr.max_recv_iov, dev.max_sge);
+    init.cap.max_inline_data = kMaxInline;
+    ibv_qp* qp = ibv_create_qp(ep->pz->verbs_pd, &init);
+    if (!qp) { // some devices copy nothing inline
+        init.cap.max_inline_data = 0;
+        qp = ibv_create_qp(ep->pz->verbs_pd, &init);
+    }
+    if (!qp)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = ia->verbs->port();
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+        ibv_destroy_qp(qp);
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    }
+    ep->verbs_max_inline = init.cap.max_inline_data;
+    ep->verbs_sends.assign(power_of_two_at_least(init.cap.max_send_wr), {});
+    ep->verbs_send_posted = ep->verbs_send_retired = 0;
+    ep->verbs_recv_cookies.assign(ep->srq ? 0 : power_of_two_at_least(init.cap.max_recv_wr), 0);
+    ep->verbs_recv_posted = ep->verbs_recv_reaped = 0;
+    ep->verbs_qp = qp;
+    ia->verbs_eps.insert(qp->qp_num, ep);
+    return DAT_SUCCESS;
+}
+
 // The queue pair needs its PZ and both DTO EVDs; built when all are known.
 DAT_RETURN ensure_qp(Ep* ep)
 {
-    if (ep->qp)
+    if (ep->qp || ep->verbs_qp)
         return DAT_SUCCESS;
     if (!ep->pz || !ep->recv_evd || !ep->request_evd || !ep->connect_evd)
         return error(DAT_INVALID_STATE, !ep->pz ? DAT_INVALID_STATE_EP_PZ : DAT_INVALID_STATE_EP_EVD_REQUEST);
     Ia* ia = ep->ia;
+    if (ia->verbs)
+        return verbs_create_qp(ep);
     const auto max_sge = static_cast<std::uint32_t>(std::max(ep->srq ? 1 : ep->attr.max_recv_iov, ep->attr.max_request_iov));
     softnic::Qp* qp = ia->device->create_qp(
         ep->pz->pd, ep->request_evd->cq, ep->recv_evd->cq, static_cast<std::uint32_t>(ep->attr.max_request_dtos),
@@ -438,6 +728,14 @@ DAT_RETURN ensure_qp(Ep* ep)
 // name go back on its free list), then it is destroyed.
 void drop_qp(Ep* ep)
 {
+    if (ibv_qp* qp = ep->verbs_qp) {
+        // Its completions still on the CQs are skipped when polled (no EP
+        // has its number any more).
+        ep->ia->verbs_eps.erase(qp->qp_num);
+        ibv_destroy_qp(qp);
+        ep->verbs_qp = nullptr;
+        return;
+    }
     if (!ep->qp)
         return;
     softnic::Qp* qp = ep->qp;
@@ -462,7 +760,7 @@ void drop_qp(Ep* ep)
     ep->qp = nullptr;
 }
 
-bool dto_evd(Evd* evd) { return evd && (evd->flags & DAT_EVD_DTO_FLAG) && evd->cq; }
+bool dto_evd(Evd* evd) { return evd && (evd->flags & DAT_EVD_DTO_FLAG) && has_cq(evd); }
 
 // Fills zero fields with the provider's defaults (the reference reads zero
 // so and consumers rely on it), then checks what the softnic can do.
@@ -550,6 +848,17 @@ DAT_RETURN ep_create_common(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_E
     } else {
         a.srq_soft_hw = DAT_HW_DEFAULT;
     }
+    // A verbs device does not show when an endpoint takes an SRQ buffer, so
+    // it has no high watermarks. The spec both says an SRQ endpoint's
+    // max_recv_dtos must then be DAT_HW_DEFAULT and that a query reports
+    // unsupported marks as DAT_HW_DEFAULT; consumers written for the
+    // reference (dtestsrq) pass counts here, so the marks are taken, not
+    // armed, and read back as DAT_HW_DEFAULT. dat_ep_set_watermark refuses.
+    if (ia->verbs && srq) {
+        soft = hard = DAT_WATERMARK_INFINITE;
+        a.max_recv_dtos = DAT_HW_DEFAULT;
+        a.srq_soft_hw = DAT_HW_DEFAULT;
+    }
     Ep* ep = make_object<Ep>();
     if (!ep)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -626,7 +935,11 @@ DAT_RETURN ep_query(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM* 
     p->connect_evd_handle = ep->connect_evd;
     p->srq_handle = ep->srq;
     p->ep_attr = ep->attr;
-    if (ep->srq) { // the marks as last set (dat_ep_set_watermark too)
+    if (ep->srq && ep->ia->verbs) { // no marks on a verbs device (ep_create_common)
+        p->ep_attr.max_recv_dtos = DAT_HW_DEFAULT;
+        p->ep_attr.srq_soft_hw = DAT_HW_DEFAULT;
+        p->ep_attr.max_recv_iov = 0;
+    } else if (ep->srq) { // the marks as last set (dat_ep_set_watermark too)
         p->ep_attr.max_recv_dtos = ep->hard_watermark;
         p->ep_attr.srq_soft_hw = ep->soft_watermark;
         p->ep_attr.max_recv_iov = 0;
@@ -779,6 +1092,13 @@ DAT_RETURN ep_get_status(DAT_EP_HANDLE handle, DAT_EP_STATE* state, DAT_BOOLEAN*
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     if (state)
         *state = ep->state.load();
+    if (ep->verbs_qp) { // counted at completion time: what is not reaped yet
+        if (recv_idle)
+            *recv_idle = ep->srq || ep->verbs_recv_posted == ep->verbs_recv_reaped ? DAT_TRUE : DAT_FALSE;
+        if (request_idle)
+            *request_idle = ep->verbs_send_posted == ep->verbs_send_retired ? DAT_TRUE : DAT_FALSE;
+        return DAT_SUCCESS;
+    }
     if (recv_idle)
         *recv_idle = !ep->qp || (ep->srq ? ep->qp->receives_taken() == ep->qp->receives_completed()
                                          : ep->rq.outstanding() == 0)
@@ -789,14 +1109,23 @@ DAT_RETURN ep_get_status(DAT_EP_HANDLE handle, DAT_EP_STATE* state, DAT_BOOLEAN*
     return DAT_SUCCESS;
 }
 
+// RDMA reads in flight each way, as rdma_cm negotiates them.
+cm::ReadDepth read_depth(const Ep* ep)
+{
+    const ibv_device_attr& dev = ep->ia->verbs->attr();
+    const auto clamp = [](DAT_COUNT want, int most) {
+        return static_cast<std::uint8_t>(std::clamp<long>(want, 0, std::min(most, 255)));
+    };
+    return {clamp(ep->attr.max_rdma_read_out, dev.max_qp_init_rd_atom), clamp(ep->attr.max_rdma_read_in, dev.max_qp_rd_atom)};
+}
+
 DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout,
                       DAT_COUNT pdata_size, const DAT_PVOID pdata, DAT_QOS qos, DAT_CONNECT_FLAGS flags)
 {
     Ep* ep = from_handle<Ep>(handle);
     if (!ep)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-    if (timeout == 0 || pdata_size < 0 || pdata_size > static_cast<DAT_COUNT>(cm::kMaxPrivateData) ||
-        (pdata_size > 0 && !pdata))
+    if (timeout == 0 || pdata_size < 0 || pdata_size > max_private_data(ep->ia) || (pdata_size > 0 && !pdata))
         return error(DAT_INVALID_PARAMETER, timeout == 0 ? DAT_INVALID_ARG4 : DAT_INVALID_ARG5);
     if (qos != DAT_QOS_BEST_EFFORT || flags != DAT_CONNECT_DEFAULT_FLAG)
         return not_supported();
@@ -818,6 +1147,17 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     const auto wait = timeout == DAT_TIMEOUT_INFINITE ? std::chrono::milliseconds(24L * 3600 * 1000)
                                                       : std::chrono::milliseconds(std::max<DAT_TIMEOUT>(1, timeout / 1000));
     std::lock_guard lock(ia->cm_mutex); // the result cannot be handled before the id is recorded
+    if (ia->verbs) {
+        ep->cm_id = ia->rdma_cm->connect(reinterpret_cast<const sockaddr*>(&ia->address),
+                                         reinterpret_cast<const sockaddr*>(&ep->remote), ep->verbs_qp, std::move(pd),
+                                         wait, read_depth(ep));
+        if (ep->cm_id == 0) {
+            ep->state = DAT_EP_STATE_UNCONNECTED;
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        }
+        ia->attempts[ep->cm_id] = ep;
+        return DAT_SUCCESS;
+    }
     ep->cm_id = ia->cm->connect(*reinterpret_cast<const sockaddr_in*>(remote), static_cast<std::uint16_t>(qual),
                                 ep->qp->qpn(), std::move(pd), wait);
     ia->attempts[ep->cm_id] = ep;
@@ -841,14 +1181,19 @@ void cm_result(Ia* ia, std::uint64_t id, cm::Outcome outcome, int fd, const cm::
     if (outcome == cm::Outcome::established) {
         ep->state = DAT_EP_STATE_CONNECTED;
         // The event goes first: no completion may precede ESTABLISHED.
+        if (ia->verbs) { // its rdma_cm id is kept for the disconnect
+            ep->rdma_cm_id = id;
+            ia->connections[id] = ep;
+        }
         post_connection_event(ep, DAT_CONNECTION_EVENT_ESTABLISHED, passive ? nullptr : m.private_data.data(),
                               passive ? 0 : static_cast<std::uint32_t>(m.private_data.size()));
-        if (!ia->device->connect(ep->qp, fd))
+        if (!ia->verbs && !ia->device->connect(ep->qp, fd))
             ::close(fd);
         return;
     }
     ep->state = DAT_EP_STATE_DISCONNECTED;
-    ia->device->disconnect(ep->qp); // receives posted meanwhile complete as flushed
+    if (!ia->verbs) // rdma_cm moved the queue pair to the error state already
+        ia->device->disconnect(ep->qp); // receives posted meanwhile complete as flushed
     DAT_EVENT_NUMBER n = DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
     switch (outcome) {
     case cm::Outcome::rejected:
@@ -881,12 +1226,19 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)
         return DAT_SUCCESS; // nothing to do, no event
     if (s == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) {
         std::lock_guard lock(ep->ia->cm_mutex);
-        ep->ia->cm->cancel(ep->cm_id);
+        if (ep->ia->verbs)
+            ep->ia->rdma_cm->disconnect(ep->cm_id);
+        else
+            ep->ia->cm->cancel(ep->cm_id);
         ep->ia->attempts.erase(ep->cm_id);
     } else if (s == DAT_EP_STATE_CONNECTED && flags == DAT_CLOSE_GRACEFUL_FLAG) {
         // Requests drain, then the connection ends; DISCONNECTED follows.
-        if (ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECT_PENDING))
-            ep->ia->device->disconnect_gracefully(ep->qp);
+        if (ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECT_PENDING)) {
+            if (!ep->ia->verbs)
+                ep->ia->device->disconnect_gracefully(ep->qp);
+            else if (ep->verbs_send_posted == ep->verbs_send_retired) // else the reaper of the last one does it
+                ep->ia->rdma_cm->disconnect(ep->rdma_cm_id);
+        }
         return DAT_SUCCESS;
     } else if (s == DAT_EP_STATE_DISCONNECT_PENDING && flags == DAT_CLOSE_GRACEFUL_FLAG) {
         return DAT_SUCCESS; // already draining
@@ -896,7 +1248,12 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)
     // Abrupt (or a graceful one during connection setup): flushed at once.
     if (!ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECTED))
         return DAT_SUCCESS; // the peer ended it first; its event is posted
-    ep->ia->device->disconnect(ep->qp);
+    if (ep->ia->verbs) {
+        if (ep->rdma_cm_id)
+            ep->ia->rdma_cm->disconnect(ep->rdma_cm_id); // the queue pair flushes
+    } else {
+        ep->ia->device->disconnect(ep->qp);
+    }
     post_connection_end(ep, DAT_CONNECTION_EVENT_DISCONNECTED);
     return DAT_SUCCESS;
 }
@@ -911,9 +1268,22 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE handle)
         return DAT_SUCCESS;
     if (s != DAT_EP_STATE_DISCONNECTED)
         return error(DAT_INVALID_STATE, ep_state_subtype(s));
+    release_connection(ep);
     drop_qp(ep); // a fresh queue pair for the next connection
     ep->state = DAT_EP_STATE_UNCONNECTED;
     return DAT_SUCCESS;
+}
+
+// A verbs endpoint's rdma_cm id goes (after its connection ended).
+void release_connection(Ep* ep)
+{
+    if (!ep->rdma_cm_id)
+        return;
+    std::lock_guard lock(ep->ia->cm_mutex);
+    ep->ia->rdma_cm->disconnect(ep->rdma_cm_id); // nothing if it ended already
+    ep->ia->rdma_cm->release(ep->rdma_cm_id);
+    ep->ia->connections.erase(ep->rdma_cm_id);
+    ep->rdma_cm_id = 0;
 }
 
 void destroy_ep(Ep* ep)
@@ -923,11 +1293,15 @@ void destroy_ep(Ep* ep)
     ep->state = DAT_EP_STATE_DISCONNECTED;
     {
         std::lock_guard lock(ep->ia->cm_mutex);
-        if (ep->cm_id) {
-            ep->ia->cm->cancel(ep->cm_id);
+        if (ep->cm_id && ep->ia->attempts.count(ep->cm_id)) {
+            if (ep->ia->verbs)
+                ep->ia->rdma_cm->release(ep->cm_id);
+            else
+                ep->ia->cm->cancel(ep->cm_id);
             ep->ia->attempts.erase(ep->cm_id);
         }
     }
+    release_connection(ep);
     drop_qp(ep);
     destroy_object(ep);
 }
@@ -965,7 +1339,8 @@ DAT_RETURN check_request_state(Ep* ep)
 {
     const DAT_EP_STATE s = ep->state.load(std::memory_order_relaxed);
     if (s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_DISCONNECTED) // the latter: flushed at once
-        return ep->qp ? static_cast<DAT_RETURN>(DAT_SUCCESS) : error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
+        return ep->qp || ep->verbs_qp ? static_cast<DAT_RETURN>(DAT_SUCCESS)
+                                      : error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
     return error(DAT_INVALID_STATE, ep_state_subtype(s));
 }
 
@@ -990,6 +1365,8 @@ DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_
     // the target against its registration (an access error, not ours).
     if (total > limit) [[unlikely]]
         return error(DAT_LENGTH_ERROR);
+    if (ep->verbs_qp) [[unlikely]] // the generic verbs path (not an mlx5 device)
+        return verbs_post_request(ep, opcode, n, iov, total, cookie, remote, flags);
     fastpath::RemoteAddress ra{};
     if (remote)
         ra = {remote->virtual_address, remote->rmr_context};
@@ -1041,10 +1418,12 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov,
         ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) && !(ep->attr.recv_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG)))
         [[unlikely]]
         return error(DAT_INVALID_PARAMETER, n < 0 || n > ep->attr.max_recv_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
-    if (!ep->qp) {
+    if (!ep->qp && !ep->verbs_qp) {
         if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)
             return rc;
     }
+    if (ep->verbs_qp) [[unlikely]]
+        return verbs_post_recv(ep, n, iov, cookie);
     if (!ep->rq.post(reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), cookie.as_64))
         [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
@@ -1067,6 +1446,28 @@ void srq_failed(void* context)
 {
     auto* srq = static_cast<Srq*>(context);
     post_async(srq->ia, DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR, srq, DAT_SRQ_TRANSFER_TO_ERROR);
+}
+
+// A verbs SRQ's receive slots: `count` of them, all free (a resize adds
+// the new ones behind those in use; posts and reaps must not run then).
+void verbs_srq_slots(Srq* srq, std::uint32_t count)
+{
+    const auto old = static_cast<std::uint32_t>(srq->verbs_cookies.size());
+    if (count <= old)
+        return;
+    // The free ring keeps its order: rebuilt with the free slots first.
+    const std::uint32_t head = srq->verbs_free_head.load(), tail = srq->verbs_free_tail.load();
+    std::vector<std::uint32_t> ring;
+    for (std::uint32_t i = head; i != tail; ++i)
+        ring.push_back(srq->verbs_free[i % srq->verbs_free.size()]);
+    for (std::uint32_t i = old; i < count; ++i)
+        ring.push_back(i);
+    const auto free_now = static_cast<std::uint32_t>(ring.size());
+    ring.resize(count);
+    srq->verbs_cookies.resize(count, 0);
+    srq->verbs_free = std::move(ring);
+    srq->verbs_free_head.store(0);
+    srq->verbs_free_tail.store(free_now);
 }
 
 DAT_RETURN srq_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_SRQ_ATTR* attr, DAT_SRQ_HANDLE* out)
@@ -1093,6 +1494,22 @@ DAT_RETURN srq_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_SRQ_ATT
     srq->pz = pz;
     srq->max_recv_dtos = attr->max_recv_dtos;
     srq->max_recv_iov = attr->max_recv_iov;
+    if (ia->verbs) {
+        ibv_srq_init_attr init{};
+        init.srq_context = srq;
+        init.attr.max_wr = static_cast<std::uint32_t>(attr->max_recv_dtos);
+        init.attr.max_sge = static_cast<std::uint32_t>(attr->max_recv_iov);
+        srq->verbs_srq = ibv_create_srq(pz->verbs_pd, &init);
+        if (!srq->verbs_srq) {
+            destroy_object(srq);
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+        }
+        verbs_srq_slots(srq, static_cast<std::uint32_t>(attr->max_recv_dtos));
+        ++pz->users;
+        ia->adopt(srq);
+        *out = srq;
+        return DAT_SUCCESS;
+    }
     srq->device_srq = ia->device->create_srq(pz->pd, static_cast<std::uint32_t>(attr->max_recv_dtos),
                                              static_cast<std::uint32_t>(attr->max_recv_iov));
     if (!srq->device_srq) {
@@ -1110,7 +1527,10 @@ DAT_RETURN srq_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_SRQ_ATT
 
 void destroy_srq(Srq* srq)
 {
-    srq->ia->device->destroy_srq(srq->device_srq);
+    if (srq->verbs_srq)
+        ibv_destroy_srq(srq->verbs_srq);
+    else
+        srq->ia->device->destroy_srq(srq->device_srq);
     destroy_object(srq);
 }
 
@@ -1134,6 +1554,8 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* io
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
     if (n < 0 || n > srq->max_recv_iov || (n > 0 && !iov)) [[unlikely]]
         return error(DAT_INVALID_PARAMETER, n < 0 || n > srq->max_recv_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG3);
+    if (srq->verbs_srq) [[unlikely]]
+        return verbs_srq_post_recv(srq, n, iov, cookie);
     if (static_cast<DAT_COUNT>(srq->queue.outstanding()) >= srq->max_recv_dtos ||
         !srq->queue.post(reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), cookie.as_64))
         [[unlikely]]
@@ -1142,13 +1564,27 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* io
     return DAT_SUCCESS;
 }
 
-// Buffers still on the SRQ: posted, not yet taken by an endpoint.
-DAT_COUNT srq_available(Srq* srq) { return static_cast<DAT_COUNT>(srq->queue.posted() - srq->device_srq->taken()); }
-
-DAT_SRQ_STATE srq_state(Srq* srq)
+// Posted and not yet reaped.
+DAT_COUNT srq_outstanding(Srq* srq)
 {
-    return srq->device_srq->failed() ? DAT_SRQ_STATE_ERROR : DAT_SRQ_STATE_OPERATIONAL;
+    if (srq->verbs_srq)
+        return static_cast<DAT_COUNT>(srq->verbs_posted.load() - srq->verbs_reaped.load());
+    return static_cast<DAT_COUNT>(srq->queue.outstanding());
 }
+
+// Buffers still on the SRQ: posted, not yet taken by an endpoint. A verbs
+// device does not show when it takes one: there a buffer counts as taken
+// when its completion is reaped.
+DAT_COUNT srq_available(Srq* srq)
+{
+    if (srq->verbs_srq)
+        return srq_outstanding(srq);
+    return static_cast<DAT_COUNT>(srq->queue.posted() - srq->device_srq->taken());
+}
+
+bool srq_failed_now(Srq* srq) { return srq->device_srq ? srq->device_srq->failed() : srq->verbs_failed.load(); }
+
+DAT_SRQ_STATE srq_state(Srq* srq) { return srq_failed_now(srq) ? DAT_SRQ_STATE_ERROR : DAT_SRQ_STATE_OPERATIONAL; }
 
 DAT_RETURN srq_query(DAT_SRQ_HANDLE handle, DAT_SRQ_PARAM_MASK mask, DAT_SRQ_PARAM* p)
 {
@@ -1168,7 +1604,7 @@ DAT_RETURN srq_query(DAT_SRQ_HANDLE handle, DAT_SRQ_PARAM_MASK mask, DAT_SRQ_PAR
     p->low_watermark = srq->low_watermark.load();
     // Outstanding first: a buffer reaped between the two reads then shows
     // in neither, never as available yet not outstanding.
-    p->outstanding_dto_count = static_cast<DAT_COUNT>(srq->queue.outstanding());
+    p->outstanding_dto_count = srq_outstanding(srq);
     p->available_dto_count = srq_available(srq);
     return DAT_SUCCESS;
 }
@@ -1180,15 +1616,23 @@ DAT_RETURN srq_resize(DAT_SRQ_HANDLE handle, DAT_COUNT qlen)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
     if (qlen <= 0)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    if (srq->device_srq->failed())
+    if (srq_failed_now(srq))
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_ERROR);
     if (qlen > kMaxRecvPerSrq)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
     // Never lose a buffer: not below what is outstanding, nor below the
     // low watermark (spec 6.5.5).
-    if (qlen < static_cast<DAT_COUNT>(srq->queue.outstanding()) || qlen < srq->low_watermark.load())
+    if (qlen < srq_outstanding(srq) || qlen < srq->low_watermark.load())
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_IN_USE);
-    if (static_cast<std::uint32_t>(qlen) > srq->queue.capacity()) {
+    if (srq->verbs_srq && qlen > static_cast<DAT_COUNT>(srq->verbs_cookies.size())) {
+        ibv_srq_attr a{};
+        a.max_wr = static_cast<std::uint32_t>(qlen);
+        if (ibv_modify_srq(srq->verbs_srq, &a, IBV_SRQ_MAX_WR) != 0) // not every device resizes
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+        srq->lock_completions();
+        verbs_srq_slots(srq, static_cast<std::uint32_t>(qlen));
+        srq->unlock_completions();
+    } else if (!srq->verbs_srq && static_cast<std::uint32_t>(qlen) > srq->queue.capacity()) {
         // A larger ring, the WQEs at their indices; completions wait meanwhile.
         srq->lock_completions();
         bool grown = srq->ia->device->grow_srq(srq->device_srq, static_cast<std::uint32_t>(qlen));
@@ -1212,9 +1656,23 @@ DAT_RETURN srq_set_lw(DAT_SRQ_HANDLE handle, DAT_COUNT low_watermark)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
     if (low_watermark < 0 || low_watermark > srq->max_recv_dtos)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    if (srq->device_srq->failed())
+    if (srq_failed_now(srq))
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_ERROR);
     srq->low_watermark = low_watermark;
+    if (srq->verbs_srq) {
+        // The device's limit event (IBV_EVENT_SRQ_LIMIT_REACHED, once per
+        // arming) fires when fewer than the limit are left; 0 disarms.
+        // Already below it: the one event of this arming now.
+        if (low_watermark > 0 && srq_available(srq) < low_watermark) {
+            srq_low_watermark(srq);
+            return DAT_SUCCESS;
+        }
+        ibv_srq_attr a{};
+        a.srq_limit = static_cast<std::uint32_t>(low_watermark);
+        if (low_watermark > 0 && ibv_modify_srq(srq->verbs_srq, &a, IBV_SRQ_LIMIT) != 0)
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+        return DAT_SUCCESS;
+    }
     // Armed in the device; already below it: the one event of this arming now.
     if (srq->ia->device->arm_srq_limit(srq->device_srq, static_cast<std::uint32_t>(low_watermark)))
         srq_low_watermark(srq);
@@ -1230,6 +1688,8 @@ DAT_RETURN ep_recv_query(DAT_EP_HANDLE handle, DAT_COUNT* nbufs_allocated, DAT_C
     // not generated yet. The softnic fills them in message order, so every
     // one holds the next message and the span equals the count.
     DAT_COUNT allocated = 0;
+    if (ep->verbs_qp && !ep->srq) // a verbs device shows no more than what is not reaped yet
+        allocated = static_cast<DAT_COUNT>(ep->verbs_recv_posted - ep->verbs_recv_reaped);
     if (softnic::Qp* qp = ep->qp) {
         const std::uint32_t completed = qp->receives_completed();
         allocated = static_cast<DAT_COUNT>(ep->srq ? qp->receives_taken() - completed : ep->rq.posted() - completed);
@@ -1248,6 +1708,8 @@ DAT_RETURN ep_set_watermark(DAT_EP_HANDLE handle, DAT_COUNT soft, DAT_COUNT hard
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     if (!valid_watermark(soft) || !valid_watermark(hard))
         return error(DAT_INVALID_PARAMETER, !valid_watermark(soft) ? DAT_INVALID_ARG2 : DAT_INVALID_ARG3);
+    if (ep->ia->verbs && (soft != DAT_WATERMARK_INFINITE || hard != DAT_WATERMARK_INFINITE))
+        return not_supported(); // a verbs device does not show when a buffer is taken
     ep->soft_watermark = soft;
     ep->hard_watermark = hard;
     // Without a queue pair nothing is held yet: the marks apply when it is built.
@@ -1258,6 +1720,15 @@ DAT_RETURN ep_set_watermark(DAT_EP_HANDLE handle, DAT_COUNT soft, DAT_COUNT hard
 
 // --- PSP and CR -------------------------------------------------------------------------
 
+// The provider refuses a request (the peer sees a non-peer reject).
+void refuse_request(Ia* ia, std::uint64_t id, cm::RejectReason reason)
+{
+    if (ia->verbs)
+        ia->rdma_cm->reject(id, {});
+    else
+        ia->cm->reject(id, {}, reason);
+}
+
 void cm_request(Ia* ia, const cm::Request& r)
 {
     Psp* psp = nullptr;
@@ -1266,12 +1737,12 @@ void cm_request(Ia* ia, const cm::Request& r)
         psp = it->second;
     // An RSP takes one request; later ones are refused as if nobody listened.
     if (!psp || (psp->reserved_ep && psp->fired.exchange(true))) {
-        ia->cm->reject(r.id, {}, cm::RejectReason::no_listener);
+        refuse_request(ia, r.id, cm::RejectReason::no_listener);
         return;
     }
     Cr* cr = make_object<Cr>();
     if (!cr) {
-        ia->cm->reject(r.id, {}, cm::RejectReason::full);
+        refuse_request(ia, r.id, cm::RejectReason::full);
         return;
     }
     cr->provider = ia->provider;
@@ -1302,7 +1773,7 @@ void cm_request(Ia* ia, const cm::Request& r)
     d.cr_handle = cr;
     d.truncate_flag = DAT_FALSE;
     if (!post_event(psp->evd, e)) { // the CR EVD is full: a non-peer reject, no overflow event (spec)
-        ia->cm->reject(r.id, {}, cm::RejectReason::full);
+        refuse_request(ia, r.id, cm::RejectReason::full);
         destroy_object(cr);
     }
 }
@@ -1335,7 +1806,8 @@ DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HAND
         std::lock_guard lock(ia->cm_mutex);
         ia->listeners[psp->listener_id] = psp;
     }
-    const int err = ia->cm->listen(*reinterpret_cast<const sockaddr_in*>(&ia->address), port, psp->listener_id);
+    const int err = ia->verbs ? ia->rdma_cm->listen(reinterpret_cast<const sockaddr*>(&ia->address), port, psp->listener_id)
+                              : ia->cm->listen(*reinterpret_cast<const sockaddr_in*>(&ia->address), port, psp->listener_id);
     if (err != 0) {
         {
             std::lock_guard lock(ia->cm_mutex);
@@ -1398,7 +1870,10 @@ void destroy_psp(Psp* psp)
 {
     Ia* ia = psp->ia;
     std::lock_guard lock(ia->cm_mutex);
-    ia->cm->unlisten(psp->listener_id);
+    if (ia->verbs)
+        ia->rdma_cm->unlisten(psp->listener_id);
+    else
+        ia->cm->unlisten(psp->listener_id);
     ia->listeners.erase(psp->listener_id);
     destroy_object(psp);
 }
@@ -1493,7 +1968,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
     Cr* cr = from_handle<Cr>(handle);
     if (!cr)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
-    if (pdata_size < 0 || pdata_size > static_cast<DAT_COUNT>(cm::kMaxPrivateData) || (pdata_size && !pdata))
+    if (pdata_size < 0 || pdata_size > max_private_data(cr->ia) || (pdata_size && !pdata))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // the CR stays usable
     Ep* ep = nullptr;
     if (cr->ep) { // an RSP's request: only its own endpoint may take it
@@ -1523,8 +1998,13 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
         ep->cm_id = cr->request_id;
         ia->attempts[cr->request_id] = ep;
     }
-    if (!ia->cm->accept(cr->request_id, ep->qp->qpn(), std::vector<std::uint8_t>(bytes, bytes + pdata_size),
-                        std::chrono::milliseconds(5000))) {
+    const bool sent = ia->verbs ? ia->rdma_cm->accept(cr->request_id, ep->verbs_qp,
+                                                      std::vector<std::uint8_t>(bytes, bytes + pdata_size),
+                                                      std::chrono::milliseconds(5000), read_depth(ep))
+                                : ia->cm->accept(cr->request_id, ep->qp->qpn(),
+                                                 std::vector<std::uint8_t>(bytes, bytes + pdata_size),
+                                                 std::chrono::milliseconds(5000));
+    if (!sent) {
         {
             std::lock_guard lock(ia->cm_mutex);
             ia->attempts.erase(cr->request_id);
@@ -1541,10 +2021,13 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID
     Cr* cr = from_handle<Cr>(handle);
     if (!cr)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
-    if (pdata_size < 0 || pdata_size > static_cast<DAT_COUNT>(cm::kMaxPrivateData) || (pdata_size && !pdata))
+    if (pdata_size < 0 || pdata_size > max_private_data(cr->ia) || (pdata_size && !pdata))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
-    cr->ia->cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
+    if (cr->ia->verbs)
+        cr->ia->rdma_cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
+    else
+        cr->ia->cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
     if (cr->ep) { // an RSP's endpoint goes back to the consumer
         DAT_EP_STATE s = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
         if (!cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONNECTED)) {
@@ -1731,6 +2214,8 @@ void link_cno(Evd* evd, Cno* to)
     Cno* from = evd->cno.exchange(to);
     if (to)
         ++to->users;
+    if (to && evd->verbs_cq) // its completions trigger the CNO from now on
+        ibv_req_notify_cq(evd->verbs_cq, 0);
     if (from && --from->users == 0)
         release_cno_waiters(from); // nothing can trigger it any more
 }
@@ -1748,6 +2233,128 @@ DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE handle, DAT_CNO_HANDLE cno_handle)
 }
 
 // --- IA -------------------------------------------------------------------------
+
+// --- verbs IAs: device, events -----------------------------------------------------------
+
+std::string mtu_text(ibv_mtu mtu)
+{
+    switch (mtu) {
+    case IBV_MTU_256: return "256";
+    case IBV_MTU_512: return "512";
+    case IBV_MTU_1024: return "1024";
+    case IBV_MTU_2048: return "2048";
+    default: return "4096";
+    }
+}
+
+// Opens the device and port of a verbs IA and finds its address (the
+// port's network interface's). The provider-specific attributes say which
+// device, port and data path the IA uses.
+DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, std::unique_ptr<verbs::Device>& device,
+                             sockaddr_storage& addr, std::vector<std::pair<std::string, std::string>>& specific)
+{
+    std::string why;
+    device = verbs::Device::open(name, port, why);
+    if (!device) {
+        if (std::getenv("FASTDAPL_DEBUG"))
+            std::fprintf(stderr, "fastdapl: %s\n", why.c_str());
+        return error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    }
+    for (const verbs::PortInfo& p : verbs::discover_ports()) {
+        if (p.device != name || p.port != port)
+            continue;
+        addr = p.address;
+        specific = {{"FASTDAPL_DEVICE", p.device},
+                    {"FASTDAPL_PORT", std::to_string(p.port)},
+                    {"FASTDAPL_GID", p.gid},
+                    {"FASTDAPL_GID_INDEX", std::to_string(p.gid_index)},
+                    {"FASTDAPL_LINK_LAYER", p.link_layer},
+                    {"FASTDAPL_NETDEV", p.netdev},
+                    // The mlx5 direct path is not wired into the provider yet:
+                    // every verbs device posts and polls through libibverbs.
+                    {"FASTDAPL_DATA_PATH", p.mlx5 ? "generic verbs (mlx5 device; direct path not in use)" : "generic verbs"}};
+    }
+    if (addr.ss_family != AF_INET) { // rdma_cm and the DAT address need the port's IPv4 address
+        if (std::getenv("FASTDAPL_DEBUG"))
+            std::fprintf(stderr, "fastdapl: %s port %u has no IPv4 address\n", name.c_str(), port);
+        device.reset();
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+    }
+    return DAT_SUCCESS;
+}
+
+// A CQ that was armed has completions: waiters and the CNO hear of it.
+void verbs_cq_event(Evd* evd)
+{
+    Cno* cno;
+    {
+        std::lock_guard lock(evd->mutex);
+        evd->cv.notify_all();
+        cno = cno_to_trigger(evd);
+    }
+    if (evd->cno.load()) // a CNO keeps the CQ armed
+        ibv_req_notify_cq(evd->verbs_cq, 0);
+    if (cno)
+        trigger_cno(cno, evd);
+}
+
+// Device, port, queue pair and SRQ events as DAT async events.
+void verbs_async_event(Ia* ia, const ibv_async_event& ev)
+{
+    if (g_debug)
+        std::fprintf(stderr, "fastdapl: async event %s\n", ibv_event_type_str(ev.event_type));
+    switch (ev.event_type) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_PATH_MIG_ERR: {
+        std::lock_guard lock(ia->cm_mutex); // the EP cannot be freed under us
+        Ep* ep = ia->verbs_eps.find(ev.element.qp->qp_num);
+        if (!ep)
+            return;
+        ep_connection_ended(ep, false);
+        post_async(ia, DAT_ASYNC_ERROR_EP_BROKEN, ep, DAT_EP_TRANSFER_TO_ERROR);
+        return;
+    }
+    case IBV_EVENT_CQ_ERR:
+        if (auto* evd = static_cast<Evd*>(ev.element.cq->cq_context))
+            report_overflow(evd);
+        return;
+    case IBV_EVENT_SRQ_LIMIT_REACHED: // once per arming, like the DAT low watermark
+        srq_low_watermark(ev.element.srq->srq_context);
+        return;
+    case IBV_EVENT_SRQ_ERR: {
+        auto* srq = static_cast<Srq*>(ev.element.srq->srq_context);
+        srq->verbs_failed = true;
+        srq_failed(srq);
+        return;
+    }
+    case IBV_EVENT_DEVICE_FATAL:
+    case IBV_EVENT_PORT_ERR:
+        post_async(ia, DAT_ASYNC_ERROR_IA_CATASTROPHIC, ia, DAT_IA_CATASTROPHIC_ERROR);
+        return;
+    default: // COMM_EST, LAST_WQE_REACHED (the connection's end says it), port up, LID/GID changes
+        return;
+    }
+}
+
+void rdma_cm_disconnected(Ia* ia, std::uint64_t id, bool orderly)
+{
+    std::lock_guard lock(ia->cm_mutex); // the EP cannot be freed under us
+    auto it = ia->connections.find(id);
+    if (it != ia->connections.end())
+        ep_connection_ended(it->second, orderly);
+}
+
+void start_verbs(Ia* ia)
+{
+    ia->verbs->start({[](void* evd) { verbs_cq_event(static_cast<Evd*>(evd)); },
+                      [ia](const ibv_async_event& ev) { verbs_async_event(ia, ev); }});
+    ia->rdma_cm = std::make_unique<cm::RdmaCm>(cm::RdmaCm::Callbacks{
+        [ia](const cm::Request& r) { cm_request(ia, r); },
+        [ia](std::uint64_t id, cm::Outcome o, const cm::Message& m) { cm_result(ia, id, o, -1, m); },
+        [ia](std::uint64_t id, bool orderly) { rdma_cm_disconnected(ia, id, orderly); }});
+}
 
 DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE* async_evd, DAT_IA_HANDLE* ia_out)
 {
@@ -1769,9 +2376,19 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     } else if (*async_evd == DAT_HANDLE_NULL && (async_qlen <= 0 || async_qlen > kMaxEvdQlen)) {
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     }
-    sockaddr_storage addr;
-    if (!resolve_address(reg->ia_params, addr))
+    // A verbs IA names its device and port; a softnic IA its interface.
+    std::string device_name;
+    std::uint8_t port = 0;
+    const bool verbs_ia = verbs::parse_ia_params(reg->ia_params, device_name, port);
+    sockaddr_storage addr{};
+    std::unique_ptr<verbs::Device> device;
+    std::vector<std::pair<std::string, std::string>> specific;
+    if (verbs_ia) {
+        if (DAT_RETURN rc = open_verbs_device(device_name, port, device, addr, specific); rc != DAT_SUCCESS)
+            return rc;
+    } else if (!resolve_address(reg->ia_params, addr)) {
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+    }
     Ia* ia = make_object<Ia>();
     if (!ia)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -1779,14 +2396,24 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     ia->ia = ia;
     ia->name = name;
     ia->address = addr;
-    ia->device = std::make_unique<softnic::Device>();
+    if (verbs_ia) {
+        ia->verbs = std::move(device);
+        ia->specific = std::move(specific);
+        start_verbs(ia);
+    } else {
+        ia->device = std::make_unique<softnic::Device>();
+    }
+    ia->specific.emplace_back("DAT_IB_TRANSPORT_MTU", verbs_ia ? mtu_text(ia->verbs->port_attr().active_mtu) : "4096");
+    for (const auto& [k, v] : ia->specific)
+        ia->specific_attrs.push_back({k.c_str(), v.c_str()});
     // FASTDAPL_SOFTNIC_INLINE=0: every post wakes the engine thread (to
     // measure the fast path alone, or compare).
     const char* inline_env = std::getenv("FASTDAPL_SOFTNIC_INLINE");
     ia->inline_sends = !(inline_env && std::strcmp(inline_env, "0") == 0);
-    ia->cm = std::make_unique<cm::SocketCm>(cm::SocketCm::Callbacks{
-        [ia](const cm::Request& r) { cm_request(ia, r); },
-        [ia](std::uint64_t id, cm::Outcome o, int fd, const cm::Message& m) { cm_result(ia, id, o, fd, m); }});
+    if (!verbs_ia)
+        ia->cm = std::make_unique<cm::SocketCm>(cm::SocketCm::Callbacks{
+            [ia](const cm::Request& r) { cm_request(ia, r); },
+            [ia](std::uint64_t id, cm::Outcome o, int fd, const cm::Message& m) { cm_result(ia, id, o, fd, m); }});
     if (*async_evd == DAT_HANDLE_NULL) {
         // At least kMinAsyncQlen: every SRQ endpoint's disconnect reports
         // there, and consumers size it for errors only (dtestsrq asks 8 for
@@ -1819,24 +2446,27 @@ void release_waiters(Evd* evd)
     }
 }
 
+void release_memory(Lmr* lmr);
+void destroy_pz(Pz* pz);
+void destroy_cq(Evd* evd);
+
 void destroy_any(Object* o)
 {
     switch (o->type) {
     case DAT_HANDLE_TYPE_LMR: {
         auto* lmr = static_cast<Lmr*>(o);
-        lmr->ia->device->memory().remove(lmr->key);
+        release_memory(lmr);
         destroy_object(lmr);
         break;
     }
     case DAT_HANDLE_TYPE_PZ:
-        destroy_object(static_cast<Pz*>(o));
+        destroy_pz(static_cast<Pz*>(o));
         break;
     case DAT_HANDLE_TYPE_EVD: {
         auto* evd = static_cast<Evd*>(o);
         release_waiters(evd);
         link_cno(evd, nullptr); // CNOs go after every EVD
-        if (evd->cq)
-            evd->ia->device->destroy_cq(evd->cq);
+        destroy_cq(evd);
         destroy_object(evd);
         break;
     }
@@ -1886,6 +2516,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
         if ((*it)->type == DAT_HANDLE_TYPE_EP || (*it)->type == DAT_HANDLE_TYPE_PSP || (*it)->type == DAT_HANDLE_TYPE_RSP)
             destroy_any(*it);
     ia->cm.reset(); // no callback runs after this
+    ia->rdma_cm.reset();
     for (auto it = objects.rbegin(); it != objects.rend(); ++it)
         if ((*it)->magic == kObjectMagic && (*it)->type != DAT_HANDLE_TYPE_CNO)
             destroy_any(*it);
@@ -1894,6 +2525,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
             destroy_any(*it);
     ia->children = 0;
     ia->device.reset();
+    ia->verbs.reset();
     destroy_object(ia);
     return DAT_SUCCESS;
 }
@@ -1932,9 +2564,32 @@ void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
     a->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a->zb_supported = DAT_FALSE;
     a->extension_supported = DAT_EXTENSION_NONE;
+    if (ia->verbs) { // what the device says it can do
+        const ibv_device_attr& d = ia->verbs->attr();
+        std::snprintf(a->adapter_name, sizeof a->adapter_name, "%s", ia->verbs->name().c_str());
+        a->hardware_version_major = static_cast<DAT_UINT32>(d.hw_ver);
+        a->hardware_version_minor = 0;
+        a->max_eps = d.max_qp;
+        a->max_dto_per_ep = std::min(d.max_qp_wr, kMaxDtosPerEp);
+        a->max_rdma_read_per_ep_in = d.max_qp_rd_atom;
+        a->max_rdma_read_per_ep_out = d.max_qp_init_rd_atom;
+        a->max_rdma_read_in = d.max_qp_rd_atom;
+        a->max_rdma_read_out = d.max_qp_init_rd_atom;
+        a->max_evd_qlen = std::min(d.max_cqe, kMaxEvdQlen);
+        a->max_iov_segments_per_dto = std::min<DAT_COUNT>(d.max_sge, softnic::kMaxSge);
+        a->max_iov_segments_per_rdma_read = a->max_iov_segments_per_dto;
+        a->max_iov_segments_per_rdma_write = a->max_iov_segments_per_dto;
+        a->max_lmrs = d.max_mr;
+        a->max_lmr_block_size = d.max_mr_size;
+        a->max_pzs = d.max_pd;
+        a->max_message_size = ia->verbs->port_attr().max_msg_sz;
+        a->max_rdma_size = ia->verbs->port_attr().max_msg_sz;
+        a->max_srqs = d.max_srq;
+        a->max_recv_per_srq = std::min(d.max_srq_wr, kMaxRecvPerSrq);
+    }
 }
 
-void fill_provider_attr(DAT_PROVIDER_ATTR* p)
+void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p)
 {
     // evd_stream_merging_supported is const in the ABI: build the whole struct.
     DAT_PROVIDER_ATTR attr{};
@@ -1950,7 +2605,7 @@ void fill_provider_attr(DAT_PROVIDER_ATTR* p)
         DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
         DAT_COMPLETION_BARRIER_FENCE_FLAG);
     attr.is_thread_safe = DAT_FALSE;
-    attr.max_private_data_size = 256;
+    attr.max_private_data_size = max_private_data(ia);
     attr.supports_multipath = DAT_FALSE;
     attr.ep_creator = DAT_PSP_CREATES_EP_NEVER;
     attr.pz_support = DAT_PZ_UNIQUE;
@@ -1962,7 +2617,8 @@ void fill_provider_attr(DAT_PROVIDER_ATTR* p)
             const_cast<DAT_BOOLEAN&>(attr.evd_stream_merging_supported[i][j]) = (i != 4 && j != 4) ? DAT_TRUE : DAT_FALSE;
     attr.srq_supported = DAT_TRUE;
     attr.srq_watermarks_supported =
-        FASTDAPL_SRQ_WATERMARK_LOW | FASTDAPL_EP_WATERMARK_SOFT_HIGH | FASTDAPL_EP_WATERMARK_HARD_HIGH;
+        ia->verbs ? FASTDAPL_SRQ_WATERMARK_LOW // the device's SRQ limit event; takes are not visible
+                  : FASTDAPL_SRQ_WATERMARK_LOW | FASTDAPL_EP_WATERMARK_SOFT_HIGH | FASTDAPL_EP_WATERMARK_HARD_HIGH;
     attr.srq_ep_pz_difference_supported = DAT_TRUE; // receive buffers are checked against the SRQ's PZ
     attr.srq_info_supported = FASTDAPL_SRQ_INFO_AVAILABLE | FASTDAPL_SRQ_INFO_OUTSTANDING;
     attr.ep_recv_info_supported = FASTDAPL_EP_RECV_INFO_NBUFS | FASTDAPL_EP_RECV_INFO_SPAN;
@@ -1977,9 +2633,9 @@ void fill_provider_attr(DAT_PROVIDER_ATTR* p)
     // Consumers written for IB providers size messages by the transport's
     // MTU when not told (the reference's dtestsrq refuses to run without
     // it). The softnic has no packets; 4096 is the largest IB/RoCE MTU.
-    static const DAT_NAMED_ATTR kSpecific[] = {{"DAT_IB_TRANSPORT_MTU", "4096"}};
-    attr.num_provider_specific_attr = 1;
-    attr.provider_specific_attr = const_cast<DAT_NAMED_ATTR*>(kSpecific);
+    // Verbs IAs also name their device, port, GID and data path.
+    attr.num_provider_specific_attr = static_cast<DAT_COUNT>(ia->specific_attrs.size());
+    attr.provider_specific_attr = ia->specific_attrs.data();
     std::memcpy(static_cast<void*>(p), &attr, sizeof attr);
 }
 
@@ -1996,7 +2652,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE handle, DAT_EVD_HANDLE* async_evd, DAT_IA_ATTR
     if (ia_mask)
         fill_ia_attr(ia, ia_attr);
     if (provider_mask)
-        fill_provider_attr(provider_attr);
+        fill_provider_attr(ia, provider_attr);
     return DAT_SUCCESS;
 }
 
@@ -2047,7 +2703,15 @@ DAT_RETURN pz_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE* out)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     pz->provider = ia->provider;
     pz->ia = ia;
-    pz->pd = ia->device->alloc_pd();
+    if (ia->verbs) {
+        pz->verbs_pd = ibv_alloc_pd(ia->verbs->context());
+        if (!pz->verbs_pd) {
+            destroy_object(pz);
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+        }
+    } else {
+        pz->pd = ia->device->alloc_pd();
+    }
     ia->adopt(pz);
     *out = pz;
     return DAT_SUCCESS;
@@ -2067,6 +2731,13 @@ DAT_RETURN pz_query(DAT_PZ_HANDLE handle, DAT_PZ_PARAM_MASK mask, DAT_PZ_PARAM* 
     return DAT_SUCCESS;
 }
 
+void destroy_pz(Pz* pz)
+{
+    if (pz->verbs_pd)
+        ibv_dealloc_pd(pz->verbs_pd);
+    destroy_object(pz);
+}
+
 DAT_RETURN pz_free(DAT_PZ_HANDLE handle)
 {
     Pz* pz = from_handle<Pz>(handle);
@@ -2075,7 +2746,7 @@ DAT_RETURN pz_free(DAT_PZ_HANDLE handle)
     if (pz->users.load() > 0)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_PZ_IN_USE);
     pz->ia->forget(pz);
-    destroy_object(pz);
+    destroy_pz(pz);
     return DAT_SUCCESS;
 }
 
@@ -2149,8 +2820,14 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
     lmr->privileges = privileges;
     lmr->va_type = va_type;
     lmr->remote = (privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)) != 0;
-    lmr->key = ia->device->memory().add(addr, length, softnic_access(privileges), pz->pd);
-    if (lmr->key == 0) {
+    if (ia->verbs) {
+        lmr->mr = ibv_reg_mr(pz->verbs_pd, reinterpret_cast<void*>(addr), length,
+                             verbs::access_flags(static_cast<std::uint32_t>(privileges)));
+        lmr->key = lmr->mr ? lmr->mr->lkey : 0;
+    } else {
+        lmr->key = ia->device->memory().add(addr, length, softnic_access(privileges), pz->pd);
+    }
+    if (lmr->key == 0 && !lmr->mr) {
         destroy_object(lmr);
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     }
@@ -2164,7 +2841,7 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
     if (lmr_context)
         *lmr_context = lmr->key;
     if (rmr_context)
-        *rmr_context = lmr->remote ? lmr->key : 0; // no remote rights, no remote key
+        *rmr_context = !lmr->remote ? 0 : lmr->mr ? lmr->mr->rkey : lmr->key; // no remote rights, no remote key
     if (registered_length)
         *registered_length = length;
     if (registered_address)
@@ -2199,6 +2876,14 @@ DAT_RETURN lmr_query(DAT_LMR_HANDLE handle, DAT_LMR_PARAM_MASK mask, DAT_LMR_PAR
     return DAT_SUCCESS;
 }
 
+void release_memory(Lmr* lmr)
+{
+    if (lmr->mr)
+        ibv_dereg_mr(lmr->mr);
+    else
+        lmr->ia->device->memory().remove(lmr->key);
+}
+
 DAT_RETURN lmr_free(DAT_LMR_HANDLE handle)
 {
     Lmr* lmr = from_handle<Lmr>(handle);
@@ -2206,7 +2891,7 @@ DAT_RETURN lmr_free(DAT_LMR_HANDLE handle)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR);
     if (lmr->users.load() > 0)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE);
-    lmr->ia->device->memory().remove(lmr->key);
+    release_memory(lmr);
     if (lmr->mem_type == DAT_MEM_TYPE_LMR)
         --static_cast<Lmr*>(lmr->region.for_lmr_handle)->users;
     --lmr->pz->users;
@@ -2230,6 +2915,17 @@ DAT_RETURN lmr_sync(DAT_IA_HANDLE handle, const DAT_LMR_TRIPLET* segments, DAT_V
 constexpr DAT_EVD_FLAGS kStreamsDeliveredSoFar = static_cast<DAT_EVD_FLAGS>(
     DAT_EVD_SOFTWARE_FLAG | DAT_EVD_ASYNC_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG);
 
+void destroy_cq(Evd* evd)
+{
+    if (evd->verbs_cq) {
+        evd->ia->verbs->unregister_cq(evd); // no notification names it after this
+        ibv_destroy_cq(evd->verbs_cq);
+        evd->verbs_cq = nullptr;
+    }
+    if (evd->cq)
+        evd->ia->device->destroy_cq(evd->cq);
+}
+
 DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, DAT_EVD_FLAGS flags, DAT_EVD_HANDLE* out)
 {
     Ia* ia = from_handle<Ia>(handle);
@@ -2251,7 +2947,17 @@ DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, 
     Evd* evd = new_evd(ia, qlen, flags);
     if (!evd)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-    if (flags & DAT_EVD_DTO_FLAG) {
+    if ((flags & DAT_EVD_DTO_FLAG) && ia->verbs) {
+        const int most = std::max(ia->verbs->attr().max_cqe, 1);
+        evd->verbs_cq = ibv_create_cq(ia->verbs->context(), std::min(static_cast<int>(qlen), most), evd,
+                                      ia->verbs->channel(), 0);
+        if (!evd->verbs_cq) {
+            destroy_object(evd);
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+        }
+        evd->polled.resize(64);
+        ia->verbs->register_cq(evd);
+    } else if (flags & DAT_EVD_DTO_FLAG) {
         evd->cq = ia->device->create_cq(static_cast<std::uint32_t>(qlen));
         if (!evd->cq) {
             destroy_object(evd);
@@ -2325,8 +3031,7 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE handle)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
     evd->ia->forget(evd);
     link_cno(evd, nullptr);
-    if (evd->cq)
-        evd->ia->device->destroy_cq(evd->cq);
+    destroy_cq(evd);
     destroy_object(evd);
     return DAT_SUCCESS;
 }
@@ -2359,7 +3064,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT* event)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
     if (take_event(evd, *event))
         return DAT_SUCCESS;
-    if (evd->cq) { // let the software NIC move, then look once more
+    if (evd->cq && evd->ia->device) { // let the software NIC move, then look once more
         lock.unlock();
         evd->ia->device->progress();
         lock.lock();
@@ -2396,6 +3101,14 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
             evd->ia->device->progress();
             lock.lock();
             if (ready_events(evd, threshold) >= threshold || evd->unwaitable_epoch != epoch)
+                break;
+        }
+        if (evd->verbs_cq) {
+            // Armed, then looked at once more: a completion after the look
+            // raises the event, whose notification needs this lock, which
+            // the wait below gives up.
+            ibv_req_notify_cq(evd->verbs_cq, 0);
+            if (ready_events(evd, threshold) >= threshold)
                 break;
         }
         // Sleeps: woken by a post, by the software NIC's CQ notification, or by unwaitable.
@@ -2476,6 +3189,8 @@ DAT_RETURN evd_resize(DAT_EVD_HANDLE handle, DAT_COUNT qlen)
     // EVDs (which takes theirs).
     if (evd->cq && !evd->ia->device->resize_cq(evd->cq, static_cast<std::uint32_t>(qlen)))
         return error(DAT_INVALID_STATE); // completions arrived meanwhile and would not fit
+    if (evd->verbs_cq && ibv_resize_cq(evd->verbs_cq, qlen) != 0)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD); // not every device resizes
     std::lock_guard lock(evd->mutex);
     if (evd->cq)
         evd->cq_view.init(evd->cq->descriptor());

@@ -2,6 +2,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include "conf_parser.hpp"
+#ifdef FASTDAPL_HAVE_VERBS
+#include "discovery.hpp"
+#endif
 
 #include <dat2/udat.h>
 
@@ -11,9 +14,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -26,6 +31,7 @@ using fastdapl::registry::parse_conf;
 struct Options {
     bool open_ias = true;
     bool show_conf = true;
+    bool conf_lines = false;        // --conf: print dat.conf lines for this host's RDMA ports, nothing else
     std::vector<std::string> names; // empty: every provider
 };
 
@@ -33,11 +39,16 @@ void usage(FILE* out)
 {
     std::fprintf(out,
                  "usage: dat_info [options] [IA_NAME...]\n"
-                 "Lists the providers of the DAT registry (dat.conf) and, for each IA,\n"
-                 "opens it and prints every IA and provider attribute.\n"
+                 "       dat_info --conf\n"
+                 "Lists the RDMA devices and ports of this host, the providers of the DAT\n"
+                 "registry (dat.conf) and, for each IA, opens it and prints every IA and\n"
+                 "provider attribute.\n"
                  "\n"
                  "  -n, --no-open   list the registry only; do not open the IAs\n"
-                 "  -q, --quiet     do not print the dat.conf entries and diagnostics\n"
+                 "  -q, --quiet     do not print the dat.conf entries, diagnostics and RDMA ports\n"
+                 "      --conf      print a dat.conf line for each active RDMA port with an IPv4\n"
+                 "                  address, and nothing else on stdout (append them to\n"
+                 "                  /etc/dat.conf); skipped ports are said on stderr\n"
                  "  -h, --help      this text\n"
                  "\n"
                  "The registry reads $DAT_OVERRIDE if set, else /etc/dat.conf, else the\n"
@@ -105,6 +116,98 @@ void print_conf()
         std::printf("  %s:%u: %s\n", path.c_str(), d.line, d.message.c_str());
     std::printf("\n");
 }
+
+#ifdef FASTDAPL_HAVE_VERBS
+
+// The provider library a --conf line names: the build's when this dat_info
+// runs from that build tree (and the library is there), else the installed one.
+std::string provider_library()
+{
+#ifdef FASTDAPL_BUILD_PROVIDER
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path exe = fs::canonical("/proc/self/exe", ec);
+    const fs::path root = ec ? fs::path() : fs::canonical(FASTDAPL_BUILD_ROOT, ec);
+    if (!ec && !exe.empty() && !root.empty() && fs::exists(FASTDAPL_BUILD_PROVIDER, ec)) {
+        const auto [r, e] = std::mismatch(root.begin(), root.end(), exe.begin(), exe.end());
+        if (r == root.end())
+            return FASTDAPL_BUILD_PROVIDER;
+    }
+#endif
+    return FASTDAPL_INSTALLED_PROVIDER;
+}
+
+// A dat.conf field: as it is, or quoted (with \" and \\) when it has to be.
+std::string conf_field(const std::string& text)
+{
+    if (!text.empty() && text.find_first_of(" \t\"\\#") == std::string::npos)
+        return text;
+    std::string out = "\"";
+    for (char c : text) {
+        if (c == '"' || c == '\\')
+            out += '\\';
+        out += c;
+    }
+    return out + "\"";
+}
+
+// dat.conf lines for the active ports that have an IPv4 address (the
+// provider's verbs IAs, through rdma_cm, need one), on stdout; why the
+// others are left out, on stderr.
+int print_conf_lines()
+{
+    const auto ports = fastdapl::verbs::discover_ports();
+    const std::string library = conf_field(provider_library());
+    int printed = 0;
+    for (const auto& p : ports) {
+        const std::string name = fastdapl::verbs::ia_name(p);
+        if (!p.active) {
+            std::fprintf(stderr, "# %s: skipped, port %s %u is not active\n", name.c_str(), p.device.c_str(), p.port);
+            continue;
+        }
+        if (p.address.ss_family != AF_INET) {
+            const std::string why = p.address.ss_family == AF_INET6
+                                        ? "has only an IPv6 address (" + fastdapl::verbs::address_text(p.address) +
+                                              "); the provider needs IPv4"
+                                    : p.netdev.empty() ? "has no network interface, so no IP address"
+                                                       : "has no IP address on " + p.netdev;
+            std::fprintf(stderr, "# %s: skipped, port %s %u %s\n", name.c_str(), p.device.c_str(), p.port, why.c_str());
+            continue;
+        }
+        std::printf("%s u2.0 nonthreadsafe default %s %s \"%s\" \"\"\n", name.c_str(), library.c_str(),
+                    FASTDAPL_PROVIDER_VERSION, fastdapl::verbs::ia_params(p).c_str());
+        ++printed;
+    }
+    if (ports.empty())
+        std::fprintf(stderr, "dat_info: no RDMA device found\n");
+    if (!printed)
+        std::fprintf(stderr, "dat_info: no active RDMA port with an IP address\n");
+    return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+void print_ports()
+{
+    const auto ports = fastdapl::verbs::discover_ports();
+    std::printf("RDMA ports: %zu\n", ports.size());
+    for (const auto& p : ports) {
+        const std::string address = fastdapl::verbs::address_text(p.address);
+        std::printf("  %s port %u  (IA %s, ia_params \"%s\")\n", p.device.c_str(), p.port,
+                    fastdapl::verbs::ia_name(p).c_str(), fastdapl::verbs::ia_params(p).c_str());
+        std::printf("    %-12s %s\n", "state", p.active ? "active" : "not active");
+        std::printf("    %-12s %s\n", "link layer", p.link_layer.c_str());
+        if (p.gid.empty())
+            std::printf("    %-12s (none)\n", "GID");
+        else
+            std::printf("    %-12s %s (index %d)\n", "GID", p.gid.c_str(), p.gid_index);
+        std::printf("    %-12s %s\n", "netdev", p.netdev.empty() ? "(unknown)" : p.netdev.c_str());
+        std::printf("    %-12s %s\n", "address", address.empty() ? "(none)" : address.c_str());
+        std::printf("    %-12s %s\n", "driver", p.driver.empty() ? "(unknown)" : p.driver.c_str());
+        std::printf("    %-12s %s\n", "data path", p.mlx5 ? "mlx5 direct verbs" : "generic verbs");
+    }
+    std::printf("\n");
+}
+
+#endif // FASTDAPL_HAVE_VERBS
 
 void print_named(const char* what, DAT_COUNT n, const DAT_NAMED_ATTR* attrs)
 {
@@ -298,6 +401,8 @@ int main(int argc, char** argv)
             opt.open_ias = false;
         } else if (arg == "-q" || arg == "--quiet") {
             opt.show_conf = false;
+        } else if (arg == "--conf") {
+            opt.conf_lines = true;
         } else if (!arg.empty() && arg[0] == '-') {
             std::fprintf(stderr, "dat_info: unknown option '%s'\n", arg.c_str());
             usage(stderr);
@@ -307,8 +412,25 @@ int main(int argc, char** argv)
         }
     }
 
+    if (opt.conf_lines) {
+        if (!opt.names.empty()) {
+            std::fprintf(stderr, "dat_info: --conf takes no IA names\n");
+            return 2;
+        }
+#ifdef FASTDAPL_HAVE_VERBS
+        return print_conf_lines();
+#else
+        std::fprintf(stderr, "dat_info: built without rdma-core (libibverbs, librdmacm): no RDMA ports to list\n");
+        return 1;
+#endif
+    }
+
     if (opt.show_conf)
         print_conf();
+#ifdef FASTDAPL_HAVE_VERBS
+    if (opt.show_conf)
+        print_ports();
+#endif
 
     DAT_COUNT total = 0;
     DAT_RETURN rc = dat_registry_list_providers(0, &total, nullptr);

@@ -1,0 +1,115 @@
+// The connection manager of verbs IAs, on librdmacm: listeners on the
+// rdma_cm TCP port space (connection qualifier = port), connect with
+// address and route resolution, accept, reject, disconnect, timeouts.
+// The endpoint's queue pair exists before the connection is sought (DAT
+// lets receives be posted first), so it is handed to the rdma_cm id, which
+// then moves it through INIT/RTR/RTS on both sides and to ERROR on
+// disconnect.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include "socket_cm.hpp" // Outcome, Request, Message
+
+#include <rdma/rdma_cma.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fastdapl::cm {
+
+// What an IB CM REQ carries for the consumer once rdma_cm has put its own
+// header in (RoCE uses the same messages); REP carries more, the smaller
+// figure is the one a consumer can count on both ways.
+inline constexpr std::uint32_t kRdmaCmMaxPrivateData = 56;
+
+// What the RDMA read resources of a connection are.
+struct ReadDepth {
+    std::uint8_t initiator_depth = 4;     // reads this side may have in flight
+    std::uint8_t responder_resources = 4; // reads the peer may have in flight here
+};
+
+class RdmaCm {
+public:
+    struct Callbacks { // called on the CM's thread, with no CM lock held
+        std::function<void(const Request&)> on_request;
+        // Active side: the outcome of connect(); passive side: of accept().
+        // `message.private_data` is what the peer sent (reply or reject).
+        std::function<void(std::uint64_t id, Outcome, const Message&)> on_result;
+        // An established connection ended (the peer disconnected, or the
+        // link failed): its queue pair is in the error state already.
+        std::function<void(std::uint64_t id, bool orderly)> on_disconnected;
+    };
+
+    explicit RdmaCm(Callbacks callbacks);
+    ~RdmaCm();
+    RdmaCm(const RdmaCm&) = delete;
+    RdmaCm& operator=(const RdmaCm&) = delete;
+
+    bool ok() const { return channel_ != nullptr; }
+
+    // Listens on `local` (the IA's address) and `port` (0: a free one,
+    // returned). 0 or an errno (EADDRINUSE when the qualifier is taken).
+    int listen(const sockaddr* local, std::uint16_t& port, std::uint64_t listener_id);
+    void unlisten(std::uint64_t listener_id);
+
+    // Starts a connection attempt from `local` to `remote` (port set) for
+    // `qp`; its outcome arrives through on_result. 0 when none could start.
+    std::uint64_t connect(const sockaddr* local, const sockaddr* remote, ibv_qp* qp,
+                          std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout, ReadDepth depth);
+    // Answers a request: the connection will use `qp`. The outcome arrives
+    // through on_result with the request's id. False for an unknown or
+    // answered id, or when rdma_cm refused (errno kept).
+    bool accept(std::uint64_t request_id, ibv_qp* qp, std::vector<std::uint8_t> private_data,
+                std::chrono::milliseconds timeout, ReadDepth depth);
+    bool reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data);
+    // Ends a connection (or abandons an attempt): the queue pair goes to the
+    // error state, so what it holds flushes. No callback follows.
+    void disconnect(std::uint64_t id);
+    // Forgets the id (after disconnect, or to abandon an attempt or a
+    // request); no callback follows. The queue pair is not touched.
+    void release(std::uint64_t id);
+
+private:
+    enum class State { resolving_addr, resolving_route, connecting, wait_consumer, accepting, established, ended };
+    struct Conn {
+        rdma_cm_id* id = nullptr;
+        State state = State::resolving_addr;
+        ibv_qp* qp = nullptr;
+        std::vector<std::uint8_t> private_data; // active: sent with the request
+        ReadDepth depth;
+        std::chrono::steady_clock::time_point deadline;
+        int timeout_ms = 2000;
+    };
+    struct Pending { // callbacks to run once the lock is released
+        std::vector<Request> requests;
+        std::vector<std::tuple<std::uint64_t, Outcome, Message>> results;
+        std::vector<std::pair<std::uint64_t, bool>> ended;
+    };
+    struct EventCopy;
+
+    void run();
+    void handle(const EventCopy& e, Pending& out);
+    void fail(std::uint64_t id, Conn& c, Outcome o, Message m, Pending& out);
+    void destroy_locked(Conn& c);
+    void wake();
+
+    Callbacks callbacks_;
+    bool debug_ = false; // FASTDAPL_DEBUG: events to stderr
+    rdma_event_channel* channel_ = nullptr;
+    std::mutex mutex_;
+    std::map<std::uint64_t, rdma_cm_id*> listeners_;
+    std::map<std::uint64_t, Conn> conns_;
+    std::atomic<std::uint64_t> next_id_{1};
+    int wake_fd_ = -1;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+} // namespace fastdapl::cm
