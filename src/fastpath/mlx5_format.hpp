@@ -98,6 +98,16 @@ constexpr bool cqe_owned_by_software(std::uint8_t op_own, std::uint32_t ci, std:
     return (op_own & MLX5_CQE_OWNER_MASK) == ((ci >> log_size) & 1u) && (op_own >> 4) != MLX5_CQE_INVALID;
 }
 
+// The format field of a CQE's op_own byte (bits 3:2).
+enum class CqeFormat : std::uint8_t {
+    plain = 0,      // data (if any) is in the receive buffers
+    inline_32 = 1,  // MLX5_INLINE_SCATTER_32: up to 32 bytes in the CQE64's first half
+    inline_64 = 2,  // MLX5_INLINE_SCATTER_64: up to 64 bytes in the 64 bytes before the CQE64 (128-byte CQEs)
+    compressed = 3, // a mini-CQE array (CQE compression, which we never enable)
+};
+static_assert(MLX5_INLINE_SCATTER_32 == 1 << 2 && MLX5_INLINE_SCATTER_64 == 2 << 2);
+constexpr CqeFormat cqe_format(std::uint8_t op_own) { return static_cast<CqeFormat>((op_own >> 2) & 3u); }
+
 // Compiler barrier plus, on weakly ordered CPUs, the store/load fences the
 // device protocol needs. x86 keeps stores ordered with each other.
 inline void store_fence()

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cassert>
 #include <cstring>
 
 namespace fastdapl::fastpath {
@@ -319,6 +320,14 @@ public:
     // The cookie of the oldest posted receive, retired.
     std::uint64_t complete_oldest() { return cookies_[tail_++ & (wqe_cnt_ - 1)]; }
 
+    // The data segments of the oldest posted receive (before
+    // complete_oldest), for CompletionQueue::scatter_inline.
+    const mlx5_wqe_data_seg* segments_of_oldest() const
+    {
+        return reinterpret_cast<const mlx5_wqe_data_seg*>(buf_ +
+                                                          static_cast<std::size_t>(tail_ & (wqe_cnt_ - 1)) * stride_);
+    }
+
 private:
     std::uint8_t* buf_ = nullptr;
     std::uint32_t wqe_cnt_ = 0;
@@ -352,6 +361,8 @@ public:
         buf_ = static_cast<std::uint8_t*>(srq.buf);
         stride_ = srq.stride;
         wqe_cnt_ = wqe_cnt;
+        mask_ = wqe_cnt - 1;
+        capacity_ = wqe_cnt - 1;
         max_sge_ = (stride_ - sizeof(mlx5_wqe_srq_next_seg)) / sizeof(mlx5_wqe_data_seg);
         dbrec_ = srq.dbrec;
         cookies_ = cookies;
@@ -361,6 +372,58 @@ public:
         tail_.store(wqe_cnt_ - 1, std::memory_order_relaxed);
         posted_ = 0;
         completed_.store(0, std::memory_order_relaxed);
+    }
+
+    // The free list of an SRQ as its creator (rdma-core) linked it: its
+    // length from head to tail, and a power of two above every index on it
+    // (the size the cookie array needs). rdma-core may allocate more WQEs
+    // than were asked for and keep some off the list (its ODP wait queue):
+    // only what the list holds is used. ok is false when the walk does not
+    // reach the tail within max_wqes steps.
+    struct FreeList {
+        std::uint32_t length = 0;
+        std::uint32_t index_limit = 0;
+        bool ok = false;
+    };
+    static FreeList inspect_free_list(const mlx5dv_srq& srq, std::uint32_t max_wqes = 1u << 16)
+    {
+        FreeList f;
+        std::uint32_t index = srq.head;
+        std::uint32_t top = index;
+        for (std::uint32_t n = 1; n <= max_wqes; ++n) {
+            top = index > top ? index : top;
+            if (index == srq.tail) {
+                f.length = n;
+                f.index_limit = 1;
+                while (f.index_limit <= top)
+                    f.index_limit <<= 1;
+                f.ok = true;
+                return f;
+            }
+            index = be16toh(next_seg(srq.buf, srq.stride, index)->next_wqe_index);
+        }
+        return f;
+    }
+
+    // Takes over an SRQ whose free list its creator built (head and tail as
+    // mlx5dv_srq reports them; `list` from inspect_free_list) and whose
+    // doorbell record holds `counter` (be32toh(*srq.dbrec)) with nothing
+    // outstanding. The list is used as it is: nothing is relinked. `cookies`
+    // has list.index_limit entries. grow() is not for adopted queues.
+    void adopt(const mlx5dv_srq& srq, const FreeList& list, std::uint32_t counter, std::uint64_t* cookies)
+    {
+        buf_ = static_cast<std::uint8_t*>(srq.buf);
+        stride_ = srq.stride;
+        wqe_cnt_ = list.index_limit;
+        mask_ = list.index_limit - 1;
+        capacity_ = list.length - 1; // the tail stays unused, as in rdma-core
+        max_sge_ = (stride_ - sizeof(mlx5_wqe_srq_next_seg)) / sizeof(mlx5_wqe_data_seg);
+        dbrec_ = srq.dbrec;
+        cookies_ = cookies;
+        head_ = srq.head;
+        tail_.store(srq.tail, std::memory_order_relaxed);
+        posted_ = counter;
+        completed_.store(counter, std::memory_order_relaxed);
     }
 
     // The device moved the ring to `srq.buf` with `wqe_cnt` WQEs, the old
@@ -379,11 +442,13 @@ public:
             tail = i;
         }
         wqe_cnt_ = wqe_cnt;
+        mask_ = wqe_cnt - 1;
+        capacity_ += wqe_cnt - old_cnt;
         tail_.store(tail, std::memory_order_relaxed);
     }
 
     std::uint32_t max_sge() const { return max_sge_; }
-    std::uint32_t capacity() const { return wqe_cnt_ - 1; }
+    std::uint32_t capacity() const { return capacity_; }
     // WQEs that can still be posted, and receives posted but not yet
     // consumed by a completion.
     std::uint32_t outstanding() const { return posted_ - completed_.load(std::memory_order_acquire); }
@@ -411,7 +476,7 @@ public:
     // on the free list (behind the current tail).
     std::uint64_t complete(std::uint16_t wqe_index)
     {
-        const std::uint32_t index = wqe_index & (wqe_cnt_ - 1);
+        const std::uint32_t index = wqe_index & mask_;
         const std::uint64_t cookie = cookies_[index];
         next_seg(tail_.load(std::memory_order_relaxed))->next_wqe_index = htobe16(static_cast<std::uint16_t>(index));
         tail_.store(index, std::memory_order_release); // the link above before a post may follow it
@@ -419,15 +484,26 @@ public:
         return cookie;
     }
 
-private:
-    mlx5_wqe_srq_next_seg* next_seg(std::uint32_t index)
+    // The data segments of the WQE a receive completion names (before
+    // complete), for CompletionQueue::scatter_inline.
+    const mlx5_wqe_data_seg* segments(std::uint16_t wqe_index) const
     {
-        return reinterpret_cast<mlx5_wqe_srq_next_seg*>(buf_ + static_cast<std::size_t>(index) * stride_);
+        return reinterpret_cast<const mlx5_wqe_data_seg*>(next_seg(buf_, stride_, wqe_index & mask_) + 1);
     }
+
+private:
+    static mlx5_wqe_srq_next_seg* next_seg(void* buf, std::uint32_t stride, std::uint32_t index)
+    {
+        return reinterpret_cast<mlx5_wqe_srq_next_seg*>(static_cast<std::uint8_t*>(buf) +
+                                                        static_cast<std::size_t>(index) * stride);
+    }
+    mlx5_wqe_srq_next_seg* next_seg(std::uint32_t index) { return next_seg(buf_, stride_, index); }
 
     std::uint8_t* buf_ = nullptr;
     std::uint32_t stride_ = 0;
     std::uint32_t wqe_cnt_ = 0;
+    std::uint32_t mask_ = 0;     // of a WQE index (wqe_cnt_ - 1)
+    std::uint32_t capacity_ = 0; // WQEs that can be posted at once
     std::uint32_t max_sge_ = 0;
     volatile __be32* dbrec_ = nullptr;
     std::uint64_t* cookies_ = nullptr;
@@ -438,6 +514,12 @@ private:
 };
 
 // Completion queue of CQE64s (in 64- or 128-byte entries).
+//
+// A CQ handed over by mlx5dv_init_obj is "DV owned": rdma-core no longer
+// tracks its consumer index, so ibv_req_notify_cq would arm it with a stale
+// one. This class keeps the consumer index and the arm sequence number
+// itself and arms by hand (arm(), note_event()). A softnic CQ has no UAR
+// (cq_uar null): it is never armed this way.
 class CompletionQueue {
 public:
     void init(const mlx5dv_cq& cq)
@@ -447,10 +529,16 @@ public:
         cqe_size_ = cq.cqe_size;
         log_cnt_ = log2_of(cqe_cnt_);
         dbrec_ = cq.dbrec;
+        uar_ = static_cast<std::uint8_t*>(cq.cq_uar);
+        cqn_ = cq.cqn;
+        arm_sn_ = 0;
         ci_ = 0;
     }
 
-    // The next CQE the device has handed to software, or nullptr.
+    // The next CQE the device has handed to software, or nullptr. A CQE for
+    // which needs_attention() holds (error, data inline in the CQE,
+    // compressed) must not be read as a plain completion: see status() and
+    // scatter_inline().
     const mlx5_cqe64* peek() const
     {
         const auto* cqe = entry(ci_);
@@ -470,11 +558,52 @@ public:
         return cqe_owned_by_software(entry(index)->op_own, index, log_cnt_);
     }
 
-    // Tells the device how far software has read (frees CQ space).
+    // Tells the device how far software has read (frees CQ space). Callers
+    // publish on every poll, which is why the verbs layer creates CQs
+    // without IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN.
     void publish_consumer_index() { dbrec_[0] = htobe32(ci_ & 0xffffff); }
 
     std::uint32_t consumer_index() const { return ci_; }
     std::uint32_t size() const { return cqe_cnt_; }
+
+    // --- arming (completion channel events) ---------------------------------
+
+    // Whether the CQ has a UAR to arm through (a device CQ; not the softnic).
+    bool armable() const { return uar_ != nullptr; }
+    std::uint32_t arm_sequence() const { return arm_sn_; }
+
+    // The arm doorbell word: 2-bit sequence number, request command
+    // (solicited only or any completion), 24-bit consumer index.
+    static constexpr std::uint32_t arm_word(std::uint32_t arm_sn, bool solicited_only, std::uint32_t ci)
+    {
+        return (arm_sn & 3u) << 28 | (solicited_only ? MLX5_CQ_DB_REQ_NOT_SOL : MLX5_CQ_DB_REQ_NOT) |
+               (ci & 0xffffffu);
+    }
+
+    // Requests one event on the completion channel for the next CQE after
+    // the current consumer index (only a solicited one if asked). The
+    // doorbell record's arm word first, then (ordered by a write-combining
+    // fence) one 64-bit big-endian store of arm word and CQ number to the
+    // UAR's CQ doorbell, as rdma-core's mlx5_arm_cq does. Precondition:
+    // armable() (asserted; a no-op without a UAR when asserts are off).
+    void arm(bool solicited_only)
+    {
+        assert(uar_ != nullptr && "arm() on a CQ without a UAR (softnic CQs are not armed this way)");
+        if (!uar_) [[unlikely]]
+            return;
+        const std::uint32_t word = arm_word(arm_sn_, solicited_only, ci_);
+        dbrec_[kArmDbrec] = htobe32(word);
+        wc_fence(); // the doorbell record before the UAR write
+        *reinterpret_cast<volatile std::uint64_t*>(uar_ + MLX5_CQ_DOORBELL) =
+            htobe64(static_cast<std::uint64_t>(word) << 32 | cqn_);
+        wc_fence();
+    }
+
+    // A CQ event for this CQ was read from the completion channel: the
+    // next arm carries the next sequence number.
+    void note_event() { ++arm_sn_; }
+
+    // --- cleaning ---------------------------------------------------------
 
     // Before a queue pair is destroyed: each of its CQEs software has not
     // consumed yet goes to `fn` (SRQ receives give their WQE back there)
@@ -493,18 +622,138 @@ public:
     }
     static constexpr std::uint32_t kNoQpn = 0xffffff;
 
+    // --- reading a CQE ------------------------------------------------------
+
     static std::uint8_t opcode(const mlx5_cqe64* cqe) { return cqe->op_own >> 4; }
     static std::uint8_t syndrome(const mlx5_cqe64* cqe)
     {
         return reinterpret_cast<const std::uint8_t*>(cqe)[kErrCqeSyndromeOffset];
     }
+    static CqeFormat format(const mlx5_cqe64* cqe) { return cqe_format(cqe->op_own); }
+    // Received data is in the CQE (format 1) or in the 64 bytes before it
+    // (format 2, 128-byte CQEs), not in the receive buffers: scatter_inline().
+    static bool is_inline_scattered(const mlx5_cqe64* cqe)
+    {
+        const CqeFormat f = format(cqe);
+        return f == CqeFormat::inline_32 || f == CqeFormat::inline_64;
+    }
+    // A compressed (mini-CQE array) entry. We never enable CQE compression;
+    // such an entry is reported as an error by status().
+    static bool is_compressed(const mlx5_cqe64* cqe) { return format(cqe) == CqeFormat::compressed; }
+    // One test for every CQE that is not a plain successful completion: an
+    // opcode of 8 or more (errors, invalid) or a nonzero format (inline
+    // data, compressed).
+    static bool needs_attention(const mlx5_cqe64* cqe) { return (cqe->op_own & 0x8c) != 0; }
+
+    // The DAT status a CQE reports: success for requester and responder
+    // completions, the syndrome's status for error CQEs, and a local EP
+    // error for anything we never enable or expect (compressed CQEs,
+    // resize, unknown opcodes), so it is not misread as a completion.
+    static DAT_DTO_COMPLETION_STATUS status(const mlx5_cqe64* cqe)
+    {
+        if (is_compressed(cqe)) [[unlikely]]
+            return DAT_DTO_ERR_LOCAL_EP;
+        switch (opcode(cqe)) {
+        case MLX5_CQE_REQ:
+        case MLX5_CQE_RESP_WR_IMM:
+        case MLX5_CQE_RESP_SEND:
+        case MLX5_CQE_RESP_SEND_IMM:
+        case MLX5_CQE_RESP_SEND_INV:
+            return DAT_DTO_SUCCESS;
+        case MLX5_CQE_REQ_ERR:
+        case MLX5_CQE_RESP_ERR:
+            return status_of_syndrome(syndrome(cqe));
+        default:
+            return DAT_DTO_ERR_LOCAL_EP;
+        }
+    }
+
+    // For a receive CQE that is_inline_scattered(): copies its byte_cnt
+    // bytes of data into the receive WQE's scatter list, in order. Nothing
+    // is written and DAT_DTO_ERR_LOCAL_LENGTH returned when they do not fit
+    // the list (or exceed what the format can hold). A plain CQE copies
+    // nothing (success); a compressed one, or format 2 in 64-byte CQEs, is
+    // DAT_DTO_ERR_LOCAL_EP.
+    DAT_DTO_COMPLETION_STATUS scatter_inline(const mlx5_cqe64* cqe, const Sge* sge, std::uint32_t nsge) const
+    {
+        return scatter_inline_to(cqe, nsge, [sge](std::uint32_t i, std::uint64_t& addr, std::uint32_t& len) {
+            addr = sge[i].addr;
+            len = sge[i].length;
+            return true;
+        });
+    }
+    // The same, reading the scatter list from the receive WQE's data
+    // segments (RecvQueue::segments_of_oldest, SharedReceiveQueue::segments):
+    // at most max_sge, ending at the invalid key.
+    DAT_DTO_COMPLETION_STATUS scatter_inline(const mlx5_cqe64* cqe, const mlx5_wqe_data_seg* seg,
+                                             std::uint32_t max_sge) const
+    {
+        return scatter_inline_to(cqe, max_sge, [seg](std::uint32_t i, std::uint64_t& addr, std::uint32_t& len) {
+            if (be32toh(seg[i].lkey) == MLX5_INVALID_LKEY)
+                return false;
+            addr = be64toh(seg[i].addr);
+            len = be32toh(seg[i].byte_count);
+            return true;
+        });
+    }
 
 private:
+    static constexpr std::size_t kArmDbrec = 1; // dbrec[0] is SET_CI, dbrec[1] the arm word
+
     const mlx5_cqe64* entry(std::uint32_t index) const
     {
         // In 128-byte entries the CQE64 is the second half.
         const std::uint8_t* e = buf_ + static_cast<std::size_t>(index & (cqe_cnt_ - 1)) * cqe_size_;
         return reinterpret_cast<const mlx5_cqe64*>(e + cqe_size_ - sizeof(mlx5_cqe64));
+    }
+
+    // `element(i, addr, len)` yields the i-th scatter element (false: the list ended).
+    template <class Element>
+    DAT_DTO_COMPLETION_STATUS scatter_inline_to(const mlx5_cqe64* cqe, std::uint32_t nsge, Element element) const
+    {
+        const std::uint8_t* src = nullptr;
+        std::uint32_t room = 0;
+        switch (format(cqe)) {
+        case CqeFormat::plain:
+            return DAT_DTO_SUCCESS;
+        case CqeFormat::inline_32:
+            src = reinterpret_cast<const std::uint8_t*>(cqe);
+            room = 32;
+            break;
+        case CqeFormat::inline_64:
+            if (cqe_size_ != 128)
+                return DAT_DTO_ERR_LOCAL_EP; // no 64 bytes before a CQE64 here
+            src = reinterpret_cast<const std::uint8_t*>(cqe) - 64;
+            room = 64;
+            break;
+        case CqeFormat::compressed:
+            return DAT_DTO_ERR_LOCAL_EP;
+        }
+        const std::uint32_t len = be32toh(cqe->byte_cnt);
+        if (len > room)
+            return DAT_DTO_ERR_LOCAL_LENGTH;
+        std::uint64_t fits = 0;
+        std::uint32_t n = 0;
+        for (; n < nsge && fits < len; ++n) {
+            std::uint64_t addr = 0;
+            std::uint32_t l = 0;
+            if (!element(n, addr, l))
+                break;
+            fits += l;
+        }
+        if (fits < len)
+            return DAT_DTO_ERR_LOCAL_LENGTH;
+        std::uint32_t left = len;
+        for (std::uint32_t i = 0; i < n && left; ++i) {
+            std::uint64_t addr = 0;
+            std::uint32_t l = 0;
+            element(i, addr, l);
+            const std::uint32_t c = l < left ? l : left;
+            std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(addr)), src, c);
+            src += c;
+            left -= c;
+        }
+        return DAT_DTO_SUCCESS;
     }
 
     std::uint8_t* buf_ = nullptr;
@@ -513,6 +762,9 @@ private:
     std::uint32_t log_cnt_ = 0;
     volatile __be32* dbrec_ = nullptr;
     std::uint32_t ci_ = 0;
+    std::uint8_t* uar_ = nullptr; // cq_uar; the arm doorbell is at +MLX5_CQ_DOORBELL
+    std::uint32_t cqn_ = 0;
+    std::uint32_t arm_sn_ = 0; // events seen; its low 2 bits go into each arm
 };
 
 } // namespace fastdapl::fastpath
