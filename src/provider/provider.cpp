@@ -3304,6 +3304,11 @@ extern "C" FASTDAPL_EXPORT void dat_provider_init(const DAT_PROVIDER_INFO* info,
 {
     if (!info)
         return;
+    // rdma-core's libraries keep process-wide state (device and driver
+    // lists, librdmacm's contexts) and are not made to be unloaded and
+    // loaded again: they stay when the registry closes this provider.
+    for (const char* lib : {"libibverbs.so.1", "librdmacm.so.1"})
+        dlopen(lib, RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD);
     auto reg = std::make_unique<Registration>();
     reg->info = *info;
     reg->name.assign(info->ia_name, strnlen(info->ia_name, DAT_NAME_MAX_LENGTH));
