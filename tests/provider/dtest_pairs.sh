@@ -48,6 +48,7 @@ run_pair() { # program, label, registry(ours|debian), options...
 for registry in ours debian; do
     run_pair dtest default-$registry $registry
     run_pair dtest pingpong-$registry $registry -W
+    run_pair dtest polling-$registry $registry -W -p # polls while dequeue answers DAT_QUEUE_EMPTY
     run_pair dtest validate-$registry $registry -D -b 65536
     # 100 connections per side on one SRQ each; 10 bursts of 10 messages per
     # connection; then the default (one message, MTU-sized buffers).
