@@ -206,10 +206,12 @@ void RdmaCm::disconnect(std::uint64_t id)
     if (it == conns_.end())
         return;
     Conn& c = it->second;
+    if (c.state == State::disconnecting || c.state == State::ended)
+        return; // asked already
     if (c.state == State::established) {
         rdma_disconnect(c.id); // DREQ to the peer; the queue pair goes to error
         move_to_error(c.qp);   // whatever the transport does there, ours flushes
-        c.state = State::ended;
+        c.state = State::disconnecting; // DISCONNECTED follows (DREP, or its timeout)
         return;
     }
     move_to_error(c.qp);
@@ -326,9 +328,11 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
         break;
     case RDMA_CM_EVENT_DISCONNECTED:
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        if (c.state == State::established) {
-            rdma_disconnect(c.id); // answers the peer's DREQ; the queue pair goes to error
-            move_to_error(c.qp);
+        if (c.state == State::established || c.state == State::disconnecting) {
+            if (c.state == State::established) {
+                rdma_disconnect(c.id); // answers the peer's DREQ; the queue pair goes to error
+                move_to_error(c.qp);
+            }
             c.state = State::ended;
             out.ended.emplace_back(e.context, e.type == RDMA_CM_EVENT_DISCONNECTED);
         } else if (c.state != State::ended) {

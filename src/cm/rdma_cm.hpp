@@ -70,14 +70,16 @@ public:
                 std::chrono::milliseconds timeout, ReadDepth depth);
     bool reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data);
     // Ends a connection (or abandons an attempt): the queue pair goes to the
-    // error state, so what it holds flushes. No callback follows.
+    // error state, so what it holds flushes. For an established connection
+    // on_disconnected(id, true) follows once the transport has ended it
+    // (the caller may have reported the end already); else no callback.
     void disconnect(std::uint64_t id);
     // Forgets the id (after disconnect, or to abandon an attempt or a
     // request); no callback follows. The queue pair is not touched.
     void release(std::uint64_t id);
 
 private:
-    enum class State { resolving_addr, resolving_route, connecting, wait_consumer, accepting, established, ended };
+    enum class State { resolving_addr, resolving_route, connecting, wait_consumer, accepting, established, disconnecting, ended };
     struct Conn {
         rdma_cm_id* id = nullptr;
         State state = State::resolving_addr;

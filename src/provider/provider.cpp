@@ -326,6 +326,13 @@ unsigned verbs_send_flags(DAT_COMPLETION_FLAGS flags)
     return f;
 }
 
+// A DAT IOV as verbs scatter/gather entries (n is checked by the caller).
+void to_verbs_sges(const DAT_LMR_TRIPLET* iov, DAT_COUNT n, ibv_sge* sge)
+{
+    for (DAT_COUNT i = 0; i < n; ++i)
+        sge[i] = {iov[i].virtual_address, static_cast<std::uint32_t>(iov[i].segment_length), iov[i].lmr_context};
+}
+
 // The generic verbs post of a request (the checks are done).
 DAT_RETURN verbs_post_request(Ep* ep, std::uint8_t mlx5_opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
                               std::uint64_t total, DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET* remote,
@@ -335,8 +342,7 @@ DAT_RETURN verbs_post_request(Ep* ep, std::uint8_t mlx5_opcode, DAT_COUNT n, con
     if (ep->verbs_send_posted - ep->verbs_send_retired >= depth) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     ibv_sge sge[softnic::kMaxSge];
-    for (DAT_COUNT i = 0; i < n; ++i)
-        sge[i] = {iov[i].virtual_address, static_cast<std::uint32_t>(iov[i].segment_length), iov[i].lmr_context};
+    to_verbs_sges(iov, n, sge);
     ibv_send_wr wr{};
     const std::uint64_t seq = ep->verbs_send_posted;
     wr.wr_id = seq << 1;
@@ -381,8 +387,7 @@ DAT_RETURN verbs_post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_
     if (ep->verbs_recv_posted - ep->verbs_recv_reaped >= depth) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     ibv_sge sge[softnic::kMaxSge];
-    for (DAT_COUNT i = 0; i < n; ++i)
-        sge[i] = {iov[i].virtual_address, static_cast<std::uint32_t>(iov[i].segment_length), iov[i].lmr_context};
+    to_verbs_sges(iov, n, sge);
     const std::uint32_t slot = ep->verbs_recv_posted;
     ep->verbs_recv_cookies[slot & (depth - 1)] = cookie.as_64;
     ibv_recv_wr wr{};
@@ -405,8 +410,7 @@ DAT_RETURN verbs_srq_post_recv(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
     const std::uint32_t slot = srq->verbs_free[head % srq->verbs_free.size()];
     ibv_sge sge[softnic::kMaxSge];
-    for (DAT_COUNT i = 0; i < n; ++i)
-        sge[i] = {iov[i].virtual_address, static_cast<std::uint32_t>(iov[i].segment_length), iov[i].lmr_context};
+    to_verbs_sges(iov, n, sge);
     srq->verbs_cookies[slot] = cookie.as_64;
     ibv_recv_wr wr{};
     wr.wr_id = (static_cast<std::uint64_t>(slot) << 1) | kRecvTag;
