@@ -100,11 +100,8 @@ int RdmaCm::listen(const sockaddr* local, std::uint16_t& port, std::uint64_t lis
     if (rdma_create_id(channel_, &id, context_of(listener_id | kListenerBit), RDMA_PS_TCP) != 0)
         return errno ? errno : ENOMEM;
     sockaddr_storage addr{};
-    std::memcpy(&addr, local, local->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
-    if (addr.ss_family == AF_INET6)
-        reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(port);
-    else
-        reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(port);
+    copy_address(addr, local);
+    set_port(addr, port);
     if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&addr)) != 0 || rdma_listen(id, 128) != 0) {
         const int err = errno ? errno : EADDRINUSE;
         rdma_destroy_id(id);
@@ -265,8 +262,7 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
         r.id = n;
         r.listener = listener;
         const sockaddr* peer = rdma_get_peer_addr(e.id);
-        if (peer && peer->sa_family == AF_INET)
-            std::memcpy(&r.remote, peer, sizeof r.remote);
+        copy_address(r.remote, peer);
         r.conn_qual = ntohs(rdma_get_src_port(e.id));
         r.private_data = e.private_data;
         out.requests.push_back(std::move(r));

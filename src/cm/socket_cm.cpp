@@ -296,7 +296,7 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
         Request req;
         req.id = id;
         req.listener = c.listener;
-        req.remote = c.remote;
+        copy_address(req.remote, reinterpret_cast<const sockaddr*>(&c.remote));
         req.conn_qual = m.conn_qual;
         req.remote_qpn = m.qpn;
         req.private_data = std::move(m.private_data);

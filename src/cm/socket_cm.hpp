@@ -6,6 +6,7 @@
 // Copyright (c) 2026 the fastdapl authors
 #pragma once
 
+#include "address.hpp"
 #include "cm_wire.hpp"
 
 #include <netinet/in.h>
@@ -34,7 +35,7 @@ enum class Outcome {
 struct Request { // a connection request waiting for accept or reject
     std::uint64_t id = 0;
     std::uint64_t listener = 0;
-    sockaddr_in remote{};
+    sockaddr_storage remote{}; // IPv4 from the socket CM, IPv4 or IPv6 from rdma_cm
     std::uint64_t conn_qual = 0;
     std::uint32_t remote_qpn = 0;
     std::vector<std::uint8_t> private_data;

@@ -186,6 +186,9 @@ public:
     // DTO stream on a verbs device: its CQ, and work completions polled
     // ahead of the consumer (to count them for wait thresholds).
     ibv_cq* verbs_cq = nullptr;
+    ibv_comp_channel* verbs_channel = nullptr; // this CQ's alone: a waiter sleeps on its fd
+    int wake_fd = -1;         // eventfd: wakes a waiter sleeping on the channel for other events
+    bool fd_waiting = false;  // a waiter sleeps on the fds (not on cv)
     std::vector<ibv_wc> polled;
     std::uint32_t polled_head = 0, polled_count = 0;
 };
@@ -232,7 +235,7 @@ public:
     Psp* psp = nullptr;
     Ep* ep = nullptr; // the RSP's endpoint, for a request on an RSP
     std::uint64_t request_id = 0;
-    sockaddr_in remote{};
+    sockaddr_storage remote{};
     DAT_CONN_QUAL conn_qual = 0;
     std::uint32_t private_data_size = 0;
     std::uint8_t private_data[cm::kMaxPrivateData] = {};
@@ -307,7 +310,7 @@ public:
     std::vector<fastpath::SendSlot> send_slots;
     std::vector<std::uint64_t> recv_cookies;
     std::uint64_t cm_id = 0;
-    sockaddr_in remote{};
+    sockaddr_storage remote{}; // IPv4, or IPv6 on verbs IAs
     DAT_CONN_QUAL remote_port = 0;
     // Receive watermarks (dat_ep_set_watermark; for an SRQ endpoint also
     // max_recv_dtos and srq_soft_hw at creation). DAT_WATERMARK_INFINITE: none.

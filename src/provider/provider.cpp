@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <ifaddrs.h>
@@ -149,6 +150,16 @@ void trigger_cno(Cno* cno, Evd* evd)
         agent.proxy_agent_func(agent.instance_data, evd);
 }
 
+// Wakes the EVD's waiter, wherever it sleeps (the EVD's lock held).
+void wake_waiters(Evd* evd)
+{
+    evd->cv.notify_all();
+    if (evd->fd_waiting) {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(evd->wake_fd, &one, sizeof one);
+    }
+}
+
 // The CNO to trigger for a new event, read under the EVD's lock: none while
 // the EVD is disabled or a thread waits on it directly.
 Cno* cno_to_trigger(Evd* evd) { return evd->enabled && evd->waiters == 0 ? evd->cno.load() : nullptr; }
@@ -162,7 +173,7 @@ bool post_event(Evd* evd, const DAT_EVENT& event)
         if (static_cast<DAT_COUNT>(evd->events.size()) >= evd->qlen)
             return false;
         evd->events.push_back(event);
-        evd->cv.notify_all();
+        wake_waiters(evd);
         cno = cno_to_trigger(evd);
     }
     if (cno)
@@ -192,7 +203,7 @@ void post_async(Ia* ia, DAT_EVENT_NUMBER number, DAT_HANDLE about, DAT_COUNT rea
         e.event_data.asynch_error_event_data.reason = DAT_EVD_OVERFLOW_ERROR;
     }
     async->events.push_back(e);
-    async->cv.notify_all();
+    wake_waiters(async);
 }
 
 // Once per EVD: events that did not fit were lost.
@@ -434,7 +445,7 @@ void evd_notify(void* context)
     Cno* cno;
     {
         std::lock_guard lock(evd->mutex);
-        evd->cv.notify_all();
+        wake_waiters(evd);
         cno = cno_to_trigger(evd);
     }
     if (cno)
@@ -979,9 +990,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
     if (mask & DAT_EP_FIELD_COMM)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (mask & DAT_EP_FIELD_LOCAL_IA_ADDRESS_PTR) {
-        const auto* own = reinterpret_cast<const sockaddr_in*>(&ia->address);
-        const auto* asked = reinterpret_cast<const sockaddr_in*>(p->local_ia_address_ptr);
-        if (!asked || asked->sin_family != AF_INET || asked->sin_addr.s_addr != own->sin_addr.s_addr)
+        if (!cm::same_host(ia->address, p->local_ia_address_ptr))
             return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     }
     // An SRQ endpoint's hard mark (max_recv_dtos) changes through
@@ -1135,15 +1144,17 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
         return not_supported();
     if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
         return error(DAT_INVALID_STATE, ep_state_subtype(now));
-    if (!remote || remote->sa_family != AF_INET)
+    // The IA's own family only: rdma_cm resolves a route within one family,
+    // and the software NIC's sockets speak IPv4.
+    if (!remote || remote->sa_family != ep->ia->address.ss_family)
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
     if (qual > 0xffff)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // qualifiers are TCP ports here
     if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)
         return rc;
     Ia* ia = ep->ia;
-    std::memcpy(&ep->remote, remote, sizeof ep->remote);
-    ep->remote.sin_port = htons(static_cast<std::uint16_t>(qual));
+    cm::copy_address(ep->remote, remote);
+    cm::set_port(ep->remote, static_cast<std::uint16_t>(qual));
     ep->remote_port = qual;
     ep->state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
@@ -1162,7 +1173,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
         ia->attempts[ep->cm_id] = ep;
         return DAT_SUCCESS;
     }
-    ep->cm_id = ia->cm->connect(*reinterpret_cast<const sockaddr_in*>(remote), static_cast<std::uint16_t>(qual),
+    ep->cm_id = ia->cm->connect(*reinterpret_cast<const sockaddr_in*>(&ep->remote), static_cast<std::uint16_t>(qual),
                                 ep->qp->qpn(), std::move(pd), wait);
     ia->attempts[ep->cm_id] = ep;
     return DAT_SUCCESS;
@@ -1959,7 +1970,7 @@ DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* 
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (mask) {
         p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&cr->remote);
-        p->remote_port_qual = ntohs(cr->remote.sin_port);
+        p->remote_port_qual = cm::port_of(cr->remote);
         p->private_data_size = static_cast<DAT_COUNT>(cr->private_data_size);
         p->private_data = cr->private_data_size ? cr->private_data : nullptr;
         p->local_ep_handle = cr->ep; // the RSP's endpoint; none for a PSP
@@ -1994,7 +2005,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
         return rc;
     Ia* ia = cr->ia;
     ep->remote = cr->remote;
-    ep->remote_port = ntohs(cr->remote.sin_port);
+    ep->remote_port = cm::port_of(cr->remote);
     ep->state = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
     {
@@ -2218,8 +2229,12 @@ void link_cno(Evd* evd, Cno* to)
     Cno* from = evd->cno.exchange(to);
     if (to)
         ++to->users;
-    if (to && evd->verbs_cq) // its completions trigger the CNO from now on
+    if (to && evd->verbs_cq) { // its completions trigger the CNO from now on, through the device thread
+        evd->ia->verbs->watch_cq(evd, evd->verbs_channel);
         ibv_req_notify_cq(evd->verbs_cq, 0);
+    } else if (!to && evd->verbs_cq) {
+        evd->ia->verbs->unwatch_cq(evd);
+    }
     if (from && --from->users == 0)
         release_cno_waiters(from); // nothing can trigger it any more
 }
@@ -2254,8 +2269,8 @@ std::string mtu_text(ibv_mtu mtu)
 // Opens the device and port of a verbs IA and finds its address (the
 // port's network interface's). The provider-specific attributes say which
 // device, port and data path the IA uses.
-DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, std::unique_ptr<verbs::Device>& device,
-                             sockaddr_storage& addr, std::vector<std::pair<std::string, std::string>>& specific)
+DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, int family,
+                             std::unique_ptr<verbs::Device>& device, sockaddr_storage& addr, std::vector<std::pair<std::string, std::string>>& specific)
 {
     std::string why;
     device = verbs::Device::open(name, port, why);
@@ -2267,7 +2282,7 @@ DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, std::un
     for (const verbs::PortInfo& p : verbs::discover_ports()) {
         if (p.device != name || p.port != port)
             continue;
-        addr = p.address;
+        addr = family == AF_INET6 ? p.address6 : p.address;
         specific = {{"FASTDAPL_DEVICE", p.device},
                     {"FASTDAPL_PORT", std::to_string(p.port)},
                     {"FASTDAPL_GID", p.gid},
@@ -2278,9 +2293,11 @@ DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, std::un
                     // every verbs device posts and polls through libibverbs.
                     {"FASTDAPL_DATA_PATH", p.mlx5 ? "generic verbs (mlx5 device; direct path not in use)" : "generic verbs"}};
     }
-    if (addr.ss_family != AF_INET) { // rdma_cm and the DAT address need the port's IPv4 address
+    // rdma_cm and the DAT address need an IP address of the port's interface.
+    if (addr.ss_family == AF_UNSPEC || (family != AF_UNSPEC && addr.ss_family != family)) {
         if (std::getenv("FASTDAPL_DEBUG"))
-            std::fprintf(stderr, "fastdapl: %s port %u has no IPv4 address\n", name.c_str(), port);
+            std::fprintf(stderr, "fastdapl: %s port %u has no %s address\n", name.c_str(), port,
+                         family == AF_INET6 ? "IPv6" : family == AF_INET ? "IPv4" : "IP");
         device.reset();
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
@@ -2293,7 +2310,7 @@ void verbs_cq_event(Evd* evd)
     Cno* cno;
     {
         std::lock_guard lock(evd->mutex);
-        evd->cv.notify_all();
+        wake_waiters(evd);
         cno = cno_to_trigger(evd);
     }
     if (evd->cno.load()) // a CNO keeps the CQ armed
@@ -2383,12 +2400,13 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     // A verbs IA names its device and port; a softnic IA its interface.
     std::string device_name;
     std::uint8_t port = 0;
-    const bool verbs_ia = verbs::parse_ia_params(reg->ia_params, device_name, port);
+    int family = AF_UNSPEC;
+    const bool verbs_ia = verbs::parse_ia_params(reg->ia_params, device_name, port, &family);
     sockaddr_storage addr{};
     std::unique_ptr<verbs::Device> device;
     std::vector<std::pair<std::string, std::string>> specific;
     if (verbs_ia) {
-        if (DAT_RETURN rc = open_verbs_device(device_name, port, device, addr, specific); rc != DAT_SUCCESS)
+        if (DAT_RETURN rc = open_verbs_device(device_name, port, family, device, addr, specific); rc != DAT_SUCCESS)
             return rc;
     } else if (!resolve_address(reg->ia_params, addr)) {
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
@@ -2442,7 +2460,7 @@ void release_waiters(Evd* evd)
     std::unique_lock lock(evd->mutex);
     evd->aborted = true;
     ++evd->unwaitable_epoch;
-    evd->cv.notify_all();
+    wake_waiters(evd);
     while (evd->waiters > 0) { // they leave promptly once woken
         lock.unlock();
         std::this_thread::yield();
@@ -2921,10 +2939,19 @@ constexpr DAT_EVD_FLAGS kStreamsDeliveredSoFar = static_cast<DAT_EVD_FLAGS>(
 
 void destroy_cq(Evd* evd)
 {
+    if (evd->verbs_channel)
+        evd->ia->verbs->unwatch_cq(evd); // no notification names it after this
     if (evd->verbs_cq) {
-        evd->ia->verbs->unregister_cq(evd); // no notification names it after this
         ibv_destroy_cq(evd->verbs_cq);
         evd->verbs_cq = nullptr;
+    }
+    if (evd->verbs_channel) {
+        ibv_destroy_comp_channel(evd->verbs_channel);
+        evd->verbs_channel = nullptr;
+    }
+    if (evd->wake_fd >= 0) {
+        ::close(evd->wake_fd);
+        evd->wake_fd = -1;
     }
     if (evd->cq)
         evd->ia->device->destroy_cq(evd->cq);
@@ -2953,14 +2980,16 @@ DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, 
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     if ((flags & DAT_EVD_DTO_FLAG) && ia->verbs) {
         const int most = std::max(ia->verbs->attr().max_cqe, 1);
-        evd->verbs_cq = ibv_create_cq(ia->verbs->context(), std::min(static_cast<int>(qlen), most), evd,
-                                      ia->verbs->channel(), 0);
+        evd->verbs_channel = verbs::create_channel(ia->verbs->context());
+        evd->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (evd->verbs_channel && evd->wake_fd >= 0)
+            evd->verbs_cq = ibv_create_cq(ia->verbs->context(), std::min(static_cast<int>(qlen), most), evd,
+                                          evd->verbs_channel, 0);
         if (!evd->verbs_cq) {
             destroy_object(evd);
             return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
         }
         evd->polled.resize(64);
-        ia->verbs->register_cq(evd);
     } else if (flags & DAT_EVD_DTO_FLAG) {
         evd->cq = ia->device->create_cq(static_cast<std::uint32_t>(qlen));
         if (!evd->cq) {
@@ -3082,6 +3111,32 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT* event)
 }
 
 
+// Sleeps until the EVD's channel or wake fd is readable, or the deadline
+// (nullptr: none); false when the deadline passed. Takes the channel's
+// events (the device thread may have taken them first, for a CNO).
+bool sleep_on_channel(Evd* evd, const std::chrono::steady_clock::time_point* deadline)
+{
+    timespec left{};
+    if (deadline) {
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            *deadline - std::chrono::steady_clock::now()).count();
+        if (ns <= 0)
+            return false;
+        left.tv_sec = static_cast<time_t>(ns / 1000000000);
+        left.tv_nsec = static_cast<long>(ns % 1000000000);
+    }
+    pollfd fds[2] = {{evd->verbs_channel->fd, POLLIN, 0}, {evd->wake_fd, POLLIN, 0}};
+    if (::ppoll(fds, 2, deadline ? &left : nullptr, nullptr) == 0)
+        return false;
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    while (ibv_get_cq_event(evd->verbs_channel, &cq, &context) == 0)
+        ibv_ack_cq_events(cq, 1);
+    std::uint64_t v;
+    [[maybe_unused]] ssize_t n = ::read(evd->wake_fd, &v, sizeof v);
+    return true;
+}
+
 DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT threshold, DAT_EVENT* event, DAT_COUNT* nmore)
 {
     Evd* evd = from_handle<Evd>(handle);
@@ -3112,11 +3167,17 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
         }
         if (evd->verbs_cq) {
             // Armed, then looked at once more: a completion after the look
-            // raises the event, whose notification needs this lock, which
-            // the wait below gives up.
+            // makes the channel's fd readable. Sleeps on that fd, and on
+            // the wake fd for everything else (posts, unwaitable, abort).
             ibv_req_notify_cq(evd->verbs_cq, 0);
             if (ready_events(evd, threshold) >= threshold)
                 break;
+            evd->fd_waiting = true;
+            lock.unlock();
+            timed_out = !sleep_on_channel(evd, timeout == DAT_TIMEOUT_INFINITE ? nullptr : &deadline);
+            lock.lock();
+            evd->fd_waiting = false;
+            continue;
         }
         // Sleeps: woken by a post, by the software NIC's CQ notification, or by unwaitable.
         if (timeout == DAT_TIMEOUT_INFINITE)
@@ -3125,6 +3186,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
             timed_out = evd->cv.wait_until(lock, deadline) == std::cv_status::timeout;
     }
     --evd->waiters;
+    if (evd->verbs_cq && evd->cno.load()) // the CNO's trigger may have been taken here
+        ibv_req_notify_cq(evd->verbs_cq, 0);
     if (evd->aborted)
         return error(DAT_ABORT);
     if (evd->unwaitable_epoch != epoch)
@@ -3162,7 +3225,7 @@ DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE handle)
     std::lock_guard lock(evd->mutex);
     evd->waitable = false;
     ++evd->unwaitable_epoch; // releases a blocked waiter with INVALID_STATE
-    evd->cv.notify_all();
+    wake_waiters(evd);
     return DAT_SUCCESS;
 }
 

@@ -73,8 +73,10 @@ bool is_link_local(const sockaddr_storage& a)
 }
 
 // The address of `netdev` an IA would use: IPv4, else a global IPv6 one,
-// else a link-local IPv6 one (with its scope), else AF_UNSPEC.
-sockaddr_storage netdev_address(const std::string& netdev, const std::vector<IfAddress>& addresses)
+// else a link-local IPv6 one (with its scope), else AF_UNSPEC. Only of
+// `family`, unless that is AF_UNSPEC.
+sockaddr_storage netdev_address(const std::string& netdev, const std::vector<IfAddress>& addresses,
+                                int family = AF_UNSPEC)
 {
     sockaddr_storage none{};
     if (netdev.empty())
@@ -82,7 +84,7 @@ sockaddr_storage netdev_address(const std::string& netdev, const std::vector<IfA
     int best_rank = 0;
     const sockaddr_storage* best = nullptr;
     for (const auto& a : addresses) {
-        if (a.netdev != netdev)
+        if (a.netdev != netdev || (family != AF_UNSPEC && a.address.ss_family != family))
             continue;
         const int rank = a.address.ss_family == AF_INET ? 3 : is_link_local(a.address) ? 1 : 2;
         if (rank > best_rank) {
@@ -231,6 +233,7 @@ PortInfo query_port(ibv_context* ctx, const std::string& name, const fs::path& s
             p.netdev = ipoib_netdev(sys, port, addresses);
         p.address = netdev_address(p.netdev, addresses);
     }
+    p.address6 = netdev_address(p.netdev, addresses, AF_INET6);
     return p;
 }
 
@@ -306,12 +309,17 @@ std::string ia_params(const PortInfo& p)
     return "verbs:" + p.device + ":" + std::to_string(p.port);
 }
 
-bool parse_ia_params(const std::string& params, std::string& device, std::uint8_t& port)
+bool parse_ia_params(const std::string& params, std::string& device, std::uint8_t& port, int* family)
 {
     static constexpr std::string_view prefix = "verbs:";
-    const std::string_view s = params;
+    std::string_view s = params;
     if (!s.starts_with(prefix))
         return false;
+    int chosen = AF_UNSPEC;
+    if (s.ends_with(":ipv4") || s.ends_with(":ipv6")) {
+        chosen = s.ends_with("6") ? AF_INET6 : AF_INET;
+        s.remove_suffix(5);
+    }
     const std::string_view rest = s.substr(prefix.size());
     const std::size_t colon = rest.rfind(':');
     if (colon == std::string_view::npos || colon == 0)
@@ -334,6 +342,8 @@ bool parse_ia_params(const std::string& params, std::string& device, std::uint8_
         return false;
     device.assign(dev);
     port = static_cast<std::uint8_t>(value);
+    if (family)
+        *family = chosen;
     return true;
 }
 

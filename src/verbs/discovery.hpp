@@ -20,6 +20,7 @@ struct PortInfo {
     int gid_index = -1;         // RoCE: an entry whose netdev has the address; else 0
     std::string netdev;         // the port's network interface, empty if unknown
     sockaddr_storage address{}; // IPv4 address of that netdev (else IPv6, else AF_UNSPEC)
+    sockaddr_storage address6{}; // its IPv6 address (global before link-local), else AF_UNSPEC
     bool mlx5 = false;          // mlx5dv_is_supported() on the device
     std::string driver;         // e.g. "rxe", "mlx5"; may be empty
 };
@@ -29,8 +30,11 @@ struct PortInfo {
 std::vector<PortInfo> discover_ports();
 std::string ia_name(const PortInfo& p);   // "fastdapl-rxe0-1"
 std::string ia_params(const PortInfo& p); // "verbs:rxe0:1"
-// Parses ia_params of the form "verbs:<device>:<port>"; false if it is not one.
-bool parse_ia_params(const std::string& params, std::string& device, std::uint8_t& port);
+// Parses ia_params of the form "verbs:<device>:<port>[:ipv4|:ipv6]"; false
+// if it is not one. The suffix picks the IA address's family (`family`
+// gets AF_INET or AF_INET6); without it, AF_UNSPEC: the port's IPv4
+// address, else its IPv6 one.
+bool parse_ia_params(const std::string& params, std::string& device, std::uint8_t& port, int* family = nullptr);
 std::string address_text(const sockaddr_storage& a); // "192.0.2.1", IPv6 text, or ""
 
 } // namespace fastdapl::verbs

@@ -4,8 +4,8 @@
 
 #include <dat2/udat.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -14,6 +14,8 @@
 namespace fastdapl::verbs {
 
 namespace {
+
+constexpr std::uint64_t kAsyncTag = 1, kWakeTag = 2;
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -61,14 +63,21 @@ std::unique_ptr<Device> Device::open(const std::string& name, std::uint8_t port,
         why = name + " has no port " + std::to_string(port);
         return nullptr;
     }
-    d->channel_ = ibv_create_comp_channel(d->context_);
     d->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!d->channel_ || d->wake_fd_ < 0) {
-        why = "cannot create a completion channel on " + name;
+    d->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (d->wake_fd_ < 0 || d->epoll_fd_ < 0) {
+        why = "cannot create the event thread's descriptors for " + name;
         return nullptr;
     }
-    set_nonblocking(d->channel_->fd);
     set_nonblocking(d->context_->async_fd);
+    // Two fixed sources, told apart from watched CQs (whose data is their
+    // context, never a small number) by their data.
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kAsyncTag;
+    ::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, d->context_->async_fd, &ev);
+    ev.data.u64 = kWakeTag;
+    ::epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, d->wake_fd_, &ev);
     return d;
 }
 
@@ -80,8 +89,8 @@ Device::~Device()
         [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
         thread_.join();
     }
-    if (channel_)
-        ibv_destroy_comp_channel(channel_);
+    if (epoll_fd_ >= 0)
+        ::close(epoll_fd_);
     if (wake_fd_ >= 0)
         ::close(wake_fd_);
     if (owns_context_)
@@ -94,46 +103,75 @@ void Device::start(Events events)
     thread_ = std::thread([this] { run(); });
 }
 
-void Device::register_cq(void* cq_context)
+void Device::watch_cq(void* cq_context, ibv_comp_channel* channel)
 {
     std::lock_guard lock(callback_mutex_);
-    live_cqs_.insert(cq_context);
+    if (!watched_.emplace(cq_context, channel).second)
+        return;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = cq_context;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, channel->fd, &ev);
 }
 
-void Device::unregister_cq(void* cq_context)
+void Device::unwatch_cq(void* cq_context)
 {
     std::lock_guard lock(callback_mutex_);
-    live_cqs_.erase(cq_context);
+    auto it = watched_.find(cq_context);
+    if (it == watched_.end())
+        return;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second->fd, nullptr);
+    watched_.erase(it);
 }
 
 void Device::run()
 {
     while (!stop_) {
-        pollfd fds[3] = {{channel_->fd, POLLIN, 0}, {context_->async_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-        if (::poll(fds, 3, 1000) <= 0)
-            continue;
-        if (fds[2].revents) {
-            std::uint64_t v;
-            [[maybe_unused]] ssize_t n = ::read(wake_fd_, &v, sizeof v);
-        }
-        ibv_cq* cq = nullptr;
-        void* context = nullptr;
-        while (ibv_get_cq_event(channel_, &cq, &context) == 0) {
-            ibv_ack_cq_events(cq, 1); // one at a time: ibv_destroy_cq waits for every event's ack
-            std::lock_guard lock(callback_mutex_);
-            if (live_cqs_.count(context) && events_.on_cq)
-                events_.on_cq(context);
-        }
-        ibv_async_event ev;
-        while (ibv_get_async_event(context_, &ev) == 0) {
-            {
+        epoll_event ready[16];
+        const int n = ::epoll_wait(epoll_fd_, ready, 16, 1000);
+        for (int i = 0; i < n; ++i) {
+            if (ready[i].data.u64 == kWakeTag) {
+                std::uint64_t v;
+                [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
+            } else if (ready[i].data.u64 == kAsyncTag) {
+                ibv_async_event ev;
+                while (ibv_get_async_event(context_, &ev) == 0) {
+                    {
+                        std::lock_guard lock(callback_mutex_);
+                        if (events_.on_async)
+                            events_.on_async(ev);
+                    }
+                    ibv_ack_async_event(&ev);
+                }
+            } else {
+                // Looked up under the lock: the CQ may have been unwatched
+                // (and its channel destroyed) since epoll_wait returned. A
+                // thread waiting on the CQ may take the event first; then
+                // this finds none.
                 std::lock_guard lock(callback_mutex_);
-                if (events_.on_async)
-                    events_.on_async(ev);
+                auto it = watched_.find(ready[i].data.ptr);
+                if (it == watched_.end())
+                    continue;
+                ibv_cq* cq = nullptr;
+                void* context = nullptr;
+                bool any = false;
+                while (ibv_get_cq_event(it->second, &cq, &context) == 0) {
+                    ibv_ack_cq_events(cq, 1); // ibv_destroy_cq waits for every event's ack
+                    any = true;
+                }
+                if (any && events_.on_cq)
+                    events_.on_cq(ready[i].data.ptr);
             }
-            ibv_ack_async_event(&ev);
         }
     }
+}
+
+ibv_comp_channel* create_channel(ibv_context* context)
+{
+    ibv_comp_channel* channel = ibv_create_comp_channel(context);
+    if (channel)
+        set_nonblocking(channel->fd);
+    return channel;
 }
 
 int access_flags(std::uint32_t p)

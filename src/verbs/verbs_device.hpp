@@ -1,7 +1,8 @@
 // A verbs device as one IA sees it: the rdma-core context of one device
-// and port, its attributes, one completion channel for every CQ of the IA,
-// and a thread that turns completion-channel and async events into
-// callbacks.
+// and port, its attributes, and a thread that turns async events, and the
+// completion events of the CQs it is asked to watch, into callbacks.
+// Each CQ has a completion channel of its own, so that a thread waiting on
+// one CQ sleeps on that channel's fd directly (one wake-up, no hand-off).
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #pragma once
@@ -13,7 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -39,15 +40,16 @@ public:
     const std::string& name() const { return name_; }
     const ibv_device_attr& attr() const { return attr_; }
     const ibv_port_attr& port_attr() const { return port_attr_; }
-    ibv_comp_channel* channel() const { return channel_; }
 
     void start(Events events);
 
-    // A CQ whose events may be delivered (its context is live). The thread
-    // calls on_cq only for registered contexts, under a lock that
-    // unregister_cq takes too: after it returns no callback names it.
-    void register_cq(void* cq_context);
-    void unregister_cq(void* cq_context);
+    // The thread reads `channel`'s events from now on and calls on_cq with
+    // `cq_context` for each (a CQ nobody waits on directly: one that
+    // triggers a CNO). It calls on_cq only for watched contexts, under a
+    // lock that unwatch_cq takes too: after unwatch_cq returns, no callback
+    // names the context and the thread no longer touches the channel.
+    void watch_cq(void* cq_context, ibv_comp_channel* channel);
+    void unwatch_cq(void* cq_context);
 
 private:
     Device() = default;
@@ -59,14 +61,18 @@ private:
     bool owns_context_ = false; // opened here, not borrowed from librdmacm
     ibv_device_attr attr_{};
     ibv_port_attr port_attr_{};
-    ibv_comp_channel* channel_ = nullptr;
     Events events_;
     std::recursive_mutex callback_mutex_; // a callback may free a CQ (through the API)
-    std::set<void*> live_cqs_;
+    std::map<void*, ibv_comp_channel*> watched_;
+    int epoll_fd_ = -1;
     int wake_fd_ = -1;
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };
+
+// A completion channel whose fd does not block (ibv_get_cq_event then
+// answers EAGAIN when there is nothing), or nullptr.
+ibv_comp_channel* create_channel(ibv_context* context);
 
 // DAT memory privileges (DAT_MEM_PRIV_*) as verbs access flags.
 int access_flags(std::uint32_t dat_privileges);

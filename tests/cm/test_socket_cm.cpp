@@ -124,7 +124,8 @@ TEST(SocketCm, AcceptCarriesPrivateDataBothWaysAndHandsOverConnectedSockets)
     EXPECT_EQ(req->conn_qual, port);
     EXPECT_EQ(req->remote_qpn, 0x101u);
     EXPECT_EQ(req->private_data, ask);
-    EXPECT_EQ(ntohl(req->remote.sin_addr.s_addr), INADDR_LOOPBACK);
+    ASSERT_EQ(req->remote.ss_family, AF_INET);
+    EXPECT_EQ(ntohl(reinterpret_cast<const sockaddr_in&>(req->remote).sin_addr.s_addr), INADDR_LOOPBACK);
     ASSERT_TRUE(h.cm.accept(req->id, 0x202, answer, 5s));
     EXPECT_FALSE(h.cm.accept(req->id, 0x202, answer, 5s)); // answered once only
     auto active = h.result_for(attempt);

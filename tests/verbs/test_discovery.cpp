@@ -61,6 +61,28 @@ TEST(IaNames, ParseAccepts)
     EXPECT_EQ(n, 7);
 }
 
+TEST(IaNames, ParseAddressFamily)
+{
+    std::string d;
+    std::uint8_t n = 0;
+    int family = -1;
+    ASSERT_TRUE(parse_ia_params("verbs:rxe0:1", d, n, &family));
+    EXPECT_EQ(family, AF_UNSPEC);
+    ASSERT_TRUE(parse_ia_params("verbs:rxe0:2:ipv6", d, n, &family));
+    EXPECT_EQ(d, "rxe0");
+    EXPECT_EQ(n, 2);
+    EXPECT_EQ(family, AF_INET6);
+    ASSERT_TRUE(parse_ia_params("verbs:mlx5_0:1:ipv4", d, n, &family));
+    EXPECT_EQ(d, "mlx5_0");
+    EXPECT_EQ(family, AF_INET);
+    for (const char* text : {"verbs:rxe0:ipv6", "verbs:rxe0:1:ipv5", "verbs:rxe0:1:IPV6", "verbs:rxe0:1:ipv6:ipv6",
+                             "verbs:rxe0:1ipv6", "verbs::1:ipv6", "verbs:rxe0:1:ipv6 "}) {
+        family = 42;
+        EXPECT_FALSE(parse_ia_params(text, d, n, &family)) << '"' << text << '"';
+        EXPECT_EQ(family, 42) << text;
+    }
+}
+
 TEST(IaNames, ParseRejects)
 {
     for (const char* text : {"",

@@ -46,7 +46,7 @@ void usage(FILE* out)
                  "\n"
                  "  -n, --no-open   list the registry only; do not open the IAs\n"
                  "  -q, --quiet     do not print the dat.conf entries, diagnostics and RDMA ports\n"
-                 "      --conf      print a dat.conf line for each active RDMA port with an IPv4\n"
+                 "      --conf      print a dat.conf line for each active RDMA port with an IP\n"
                  "                  address, and nothing else on stdout (append them to\n"
                  "                  /etc/dat.conf); skipped ports are said on stderr\n"
                  "  -h, --help      this text\n"
@@ -151,9 +151,10 @@ std::string conf_field(const std::string& text)
     return out + "\"";
 }
 
-// dat.conf lines for the active ports that have an IPv4 address (the
+// dat.conf lines for the active ports that have an IP address (the
 // provider's verbs IAs, through rdma_cm, need one), on stdout; why the
-// others are left out, on stderr.
+// others are left out, on stderr. A port with both families gets a second
+// IA, "<name>-ipv6", whose address is the IPv6 one.
 int print_conf_lines()
 {
     const auto ports = fastdapl::verbs::discover_ports();
@@ -165,18 +166,20 @@ int print_conf_lines()
             std::fprintf(stderr, "# %s: skipped, port %s %u is not active\n", name.c_str(), p.device.c_str(), p.port);
             continue;
         }
-        if (p.address.ss_family != AF_INET) {
-            const std::string why = p.address.ss_family == AF_INET6
-                                        ? "has only an IPv6 address (" + fastdapl::verbs::address_text(p.address) +
-                                              "); the provider needs IPv4"
-                                    : p.netdev.empty() ? "has no network interface, so no IP address"
-                                                       : "has no IP address on " + p.netdev;
+        if (p.address.ss_family == AF_UNSPEC) {
+            const std::string why = p.netdev.empty() ? "has no network interface, so no IP address"
+                                                     : "has no IP address on " + p.netdev;
             std::fprintf(stderr, "# %s: skipped, port %s %u %s\n", name.c_str(), p.device.c_str(), p.port, why.c_str());
             continue;
         }
         std::printf("%s u2.0 nonthreadsafe default %s %s \"%s\" \"\"\n", name.c_str(), library.c_str(),
                     FASTDAPL_PROVIDER_VERSION, fastdapl::verbs::ia_params(p).c_str());
         ++printed;
+        if (p.address.ss_family == AF_INET && p.address6.ss_family == AF_INET6) {
+            std::printf("%s-ipv6 u2.0 nonthreadsafe default %s %s \"%s:ipv6\" \"\"\n", name.c_str(), library.c_str(),
+                        FASTDAPL_PROVIDER_VERSION, fastdapl::verbs::ia_params(p).c_str());
+            ++printed;
+        }
     }
     if (ports.empty())
         std::fprintf(stderr, "dat_info: no RDMA device found\n");
@@ -201,6 +204,9 @@ void print_ports()
             std::printf("    %-12s %s (index %d)\n", "GID", p.gid.c_str(), p.gid_index);
         std::printf("    %-12s %s\n", "netdev", p.netdev.empty() ? "(unknown)" : p.netdev.c_str());
         std::printf("    %-12s %s\n", "address", address.empty() ? "(none)" : address.c_str());
+        if (p.address.ss_family == AF_INET && p.address6.ss_family == AF_INET6)
+            std::printf("    %-12s %s (IA \"%s-ipv6\")\n", "IPv6", fastdapl::verbs::address_text(p.address6).c_str(),
+                        fastdapl::verbs::ia_name(p).c_str());
         std::printf("    %-12s %s\n", "driver", p.driver.empty() ? "(unknown)" : p.driver.c_str());
         std::printf("    %-12s %s\n", "data path", p.mlx5 ? "mlx5 direct verbs" : "generic verbs");
     }

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -180,10 +181,10 @@ public:
         expect_connection_event(DAT_CONNECTION_EVENT_ESTABLISHED);
         check(dat_psp_free(psp_), "dat_psp_free");
     }
-    void connect(const sockaddr_in& server, DAT_CONN_QUAL port)
+    void connect(const sockaddr_storage& server, DAT_CONN_QUAL port)
     {
         const std::uint32_t hello = kMagic;
-        check(dat_ep_connect(ep_, reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_in*>(&server)), port,
+        check(dat_ep_connect(ep_, reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_storage*>(&server)), port,
                              kConnectTimeout, sizeof hello, const_cast<std::uint32_t*>(&hello), DAT_QOS_BEST_EFFORT,
                              DAT_CONNECT_DEFAULT_FLAG),
               "dat_ep_connect");
@@ -272,10 +273,11 @@ public:
         }
         return d;
     }
-    sockaddr_in address() const
+    sockaddr_storage address() const
     {
-        sockaddr_in a{};
-        std::memcpy(&a, ia_attr_.ia_address_ptr, sizeof a);
+        sockaddr_storage a{};
+        const auto* sa = ia_attr_.ia_address_ptr;
+        std::memcpy(&a, sa, sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
         return a;
     }
     DAT_EVD_HANDLE recv_evd() const { return recv_evd_; }
@@ -489,7 +491,7 @@ void usage(FILE* out)
     std::fprintf(out,
                  "usage: dat_perf [options]            both ends in this process\n"
                  "       dat_perf -s [options]         server: waits for one client\n"
-                 "       dat_perf -h ADDRESS [options] client of a server at ADDRESS (IPv4)\n"
+                 "       dat_perf -h ADDRESS [options] client of a server at ADDRESS (IPv4 or IPv6)\n"
                  "options:\n"
                  "  -P, --provider NAME    IA name from dat.conf (default fastdapl-tcp)\n"
                  "  -p, --port PORT        connection qualifier (default 47000; one process: any free)\n"
@@ -572,13 +574,19 @@ int main(int argc, char** argv)
         serve(end);
         return 0;
     }
-    sockaddr_in server{};
-    server.sin_family = AF_INET;
     if (!o.server_address.empty()) {
-        if (inet_pton(AF_INET, o.server_address.c_str(), &server.sin_addr) != 1) {
-            std::fprintf(stderr, "dat_perf: -h: not an IPv4 address: %s\n", o.server_address.c_str());
+        // A numeric IPv4 or IPv6 address (fe80::1%eth0 names its interface).
+        addrinfo hints{};
+        hints.ai_flags = AI_NUMERICHOST;
+        addrinfo* found = nullptr;
+        if (getaddrinfo(o.server_address.c_str(), nullptr, &hints, &found) != 0 || !found ||
+            found->ai_addrlen > sizeof(sockaddr_storage)) {
+            std::fprintf(stderr, "dat_perf: -h: not an IPv4 or IPv6 address: %s\n", o.server_address.c_str());
             return 2;
         }
+        sockaddr_storage server{};
+        std::memcpy(&server, found->ai_addr, found->ai_addrlen);
+        freeaddrinfo(found);
         End end(o);
         end.connect(server, o.port);
         run_client(end, o);
