@@ -266,6 +266,11 @@ else
 fi
 
 # ------------------------------------------------------------------ c. ours
+# An IPv6 address too (after the reference ran, so its runs see the port as
+# it was): dat_info --conf then lists $OUR_IA-ipv6 as well. rxe adds the
+# address's GID when the address appears.
+IP6=2001:db8::1
+ip -6 addr add "$IP6/64" dev "$NETDEV" nodad >"$LOG/ours.ipv6-setup" 2>&1 || IP6=
 OUR_CONF=/tmp/vm-ours-dat.conf
 PROV=$BUILD/src/provider/libfastdapl.so.2
 LIBDAT=$BUILD/src/registry
@@ -343,10 +348,10 @@ fi
 # c.3 dat_perf, server and client processes: busy polling (-b, the one to
 # compare with perftest), then waiting in dat_evd_wait (latency only)
 DAT_PERF=$BUILD/tools/dat_perf/dat_perf
-dat_perf_pair() { # label suffix client-options...
-    local label=$1 sfx=$2 sz v; shift 2
+dat_perf_pair() { # label suffix client-options...   (env PERF_IA, PERF_IP: another IA)
+    local label=$1 sfx=$2 sz v ia=${PERF_IA:-$OUR_IA} host=${PERF_IP:-$IP}; shift 2
     over_budget ours "dat_perf $label" && return
-    SRV=("$DAT_PERF" -s -P "$OUR_IA" -p 47000 "$@") CLI=("$DAT_PERF" -h "$IP" -P "$OUR_IA" -p 47000 "$@")
+    SRV=("$DAT_PERF" -s -P "$ia" -p 47000 "$@") CLI=("$DAT_PERF" -h "$host" -P "$ia" -p 47000 "$@")
     pair "ours.dat_perf.$label" any:47000 300
     local c=$LOG/ours.dat_perf.$label.client
     for sz in 8 4096 65536; do # numbers are kept even when the run fails afterwards
@@ -363,6 +368,12 @@ dat_perf_pair() { # label suffix client-options...
 if [ -x "$DAT_PERF" ]; then
     dat_perf_pair busy-poll .poll -b -m 8 -M 65536 -n 500
     dat_perf_pair evd-wait "" -t lat -m 8 -M 4096 -n 200
+    # the same device through its IPv6 address (rdma_cm over IPv6, RoCE v2 GID)
+    if [ -n "$IP6" ] && grep -q "^$OUR_IA-ipv6 " "$OUR_CONF"; then
+        PERF_IA=$OUR_IA-ipv6 PERF_IP=$IP6 dat_perf_pair ipv6-busy-poll .ipv6 -b -m 8 -M 4096 -n 200
+    else
+        result ours "dat_perf ipv6-busy-poll" FAIL "no IA $OUR_IA-ipv6 (address ${IP6:-not added}; see $LOG/ours.ipv6-setup)"
+    fi
 fi
 
 # c.4 the gtest provider programs, IA "fastdapl-tcp" aliased to the verbs IA.
