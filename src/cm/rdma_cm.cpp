@@ -26,6 +26,14 @@ void* context_of(std::uint64_t v) { return reinterpret_cast<void*>(static_cast<s
 // IB CM reject reasons that rdma_cm passes up in the event status.
 constexpr int kRejectConsumer = 28;    // the peer's consumer said no
 
+// A reject of ours that stands for "nobody takes it" (RdmaCm::refuse). The
+// transport may pad the private data: the marker is a prefix.
+bool is_non_peer_reject(const std::vector<std::uint8_t>& pdata)
+{
+    return pdata.size() >= sizeof kNonPeerRejectMarker &&
+           std::memcmp(pdata.data(), kNonPeerRejectMarker, sizeof kNonPeerRejectMarker) == 0;
+}
+
 void move_to_error(ibv_qp* qp)
 {
     if (!qp)
@@ -196,6 +204,11 @@ bool RdmaCm::reject(std::uint64_t request_id, std::vector<std::uint8_t> private_
     return true;
 }
 
+bool RdmaCm::refuse(std::uint64_t request_id)
+{
+    return reject(request_id, std::vector<std::uint8_t>(std::begin(kNonPeerRejectMarker), std::end(kNonPeerRejectMarker)));
+}
+
 void RdmaCm::disconnect(std::uint64_t id)
 {
     std::lock_guard lock(mutex_);
@@ -248,7 +261,7 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
     if (e.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
         const std::uint64_t listener = e.listener & ~kListenerBit;
         if (!(e.listener & kListenerBit) || !listeners_.count(listener)) {
-            rdma_reject(e.id, nullptr, 0);
+            rdma_reject(e.id, kNonPeerRejectMarker, sizeof kNonPeerRejectMarker);
             rdma_destroy_id(e.id);
             return;
         }
@@ -308,7 +321,7 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
     case RDMA_CM_EVENT_REJECTED:
         if (c.state == State::accepting) // the active side gave up on our reply
             fail(e.context, c, Outcome::failed, {}, out);
-        else if (e.status == kRejectConsumer)
+        else if (e.status == kRejectConsumer && !is_non_peer_reject(m.private_data))
             fail(e.context, c, Outcome::rejected, std::move(m), out);
         else // no listener (IB: invalid service id), or the transport refused
             fail(e.context, c, Outcome::no_listener, {}, out);

@@ -28,6 +28,7 @@ namespace fastdapl::cm {
 // header in (RoCE uses the same messages); REP carries more, the smaller
 // figure is the one a consumer can count on both ways.
 inline constexpr std::uint32_t kRdmaCmMaxPrivateData = 56;
+inline constexpr std::uint8_t kNonPeerRejectMarker[8] = {'f', 'd', 'N', 'O', 'P', 'E', 'E', 'R'};
 
 // What the RDMA read resources of a connection are.
 struct ReadDepth {
@@ -69,6 +70,12 @@ public:
     bool accept(std::uint64_t request_id, ibv_qp* qp, std::vector<std::uint8_t> private_data,
                 std::chrono::milliseconds timeout, ReadDepth depth);
     bool reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data);
+    // Refuses a request as "nobody takes it" (an RSP already taken, a full
+    // CR queue): the active side's outcome is no_listener, not rejected.
+    // rdma_reject cannot choose the IB reject reason, so the refusal carries
+    // kNonPeerRejectMarker as its private data, which fastdapl peers read as
+    // a non-peer reject (other peers see a consumer reject).
+    bool refuse(std::uint64_t request_id);
     // Ends a connection (or abandons an attempt): the queue pair goes to the
     // error state, so what it holds flushes. For an established connection
     // on_disconnected(id, true) follows once the transport has ended it

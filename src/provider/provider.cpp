@@ -252,6 +252,40 @@ DAT_DTO_COMPLETION_STATUS status_of_wc(ibv_wc_status s)
     }
 }
 
+void post_connection_end(Ep* ep, DAT_EVENT_NUMBER number);
+
+// An error completion (not a flush): the queue pair is in the error state,
+// so the connection is broken. Reported as BROKEN now, as the software NIC
+// does, and the connection is ended so the peer hears of it (its rdma_cm
+// DISCONNECTED then finds the EP already ended). `locked` is the EVD whose
+// lock the caller holds: the event goes straight into it if it is also the
+// connection EVD.
+void verbs_completion_broke(Ep* ep, Evd* locked)
+{
+    for (DAT_EP_STATE from : {DAT_EP_STATE_CONNECTED, DAT_EP_STATE_DISCONNECT_PENDING}) {
+        if (!ep->state.compare_exchange_strong(from, DAT_EP_STATE_DISCONNECTED))
+            continue;
+        if (ep->connect_evd == locked) {
+            DAT_EVENT e{};
+            e.event_number = DAT_CONNECTION_EVENT_BROKEN;
+            e.evd_handle = locked;
+            e.event_data.connect_event_data.ep_handle = ep;
+            ep->event_pdata_size = 0;
+            if (static_cast<DAT_COUNT>(locked->events.size()) < locked->qlen)
+                locked->events.push_back(e);
+            else
+                report_overflow(locked);
+            if (ep->srq)
+                post_async(ep->ia, DAT_ASYNC_ERROR_EP_BROKEN, ep, DAT_EP_TRANSFER_TO_ERROR);
+        } else {
+            post_connection_end(ep, DAT_CONNECTION_EVENT_BROKEN);
+        }
+        if (ep->rdma_cm_id)
+            ep->ia->rdma_cm->disconnect(ep->rdma_cm_id);
+        return;
+    }
+}
+
 // Work completions polled ahead into the EVD's buffer (its lock held).
 std::uint32_t verbs_poll(Evd* evd)
 {
@@ -321,6 +355,8 @@ bool verbs_take_completion(Evd* evd, DAT_EVENT& e)
             d.operation = DAT_DTO_RECEIVE;
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? wc.byte_len : 0;
         }
+        if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) [[unlikely]]
+            verbs_completion_broke(ep, evd);
         return true;
     }
 }
@@ -328,7 +364,10 @@ bool verbs_take_completion(Evd* evd, DAT_EVENT& e)
 unsigned verbs_send_flags(DAT_COMPLETION_FLAGS flags)
 {
     unsigned f = 0;
-    if (!(flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG)))
+    // UNSIGNALLED still completes (a non-notification event); SUPPRESS
+    // leaves out the completion of a success. An unsignalled WR's error still
+    // completes, and a later signalled one retires it.
+    if (!(flags & DAT_COMPLETION_SUPPRESS_FLAG))
         f |= IBV_SEND_SIGNALED;
     if (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)
         f |= IBV_SEND_SOLICITED;
@@ -1067,6 +1106,11 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
             return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
         drop_qp(ep);
     }
+    if (reshape && ep->verbs_qp) { // a verbs QP's CQs and sizes are fixed: a new one, as above
+        if (!ep->srq && ep->verbs_recv_posted != ep->verbs_recv_reaped)
+            return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+        drop_qp(ep);
+    }
     if (pz != ep->pz) {
         if (pz)
             ++pz->users;
@@ -1739,7 +1783,7 @@ DAT_RETURN ep_set_watermark(DAT_EP_HANDLE handle, DAT_COUNT soft, DAT_COUNT hard
 void refuse_request(Ia* ia, std::uint64_t id, cm::RejectReason reason)
 {
     if (ia->verbs)
-        ia->rdma_cm->reject(id, {});
+        ia->rdma_cm->refuse(id);
     else
         ia->cm->reject(id, {}, reason);
 }

@@ -4,6 +4,8 @@
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
 
+#include "test_ia.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -23,7 +25,7 @@ DAT_RETURN t(DAT_RETURN type) { return type; }
 
 class Notification : public ::testing::Test {
 protected:
-    void SetUp() override { ASSERT_EQ(dat_ia_open(const_cast<char*>("fastdapl-tcp"), 8, &async, &ia), kOk); }
+    void SetUp() override { ASSERT_EQ(dat_ia_open(test_ia_name(), 8, &async, &ia), kOk); }
     void TearDown() override
     {
         if (ia) {
