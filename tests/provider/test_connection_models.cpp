@@ -645,7 +645,7 @@ TEST_F(Models, ServicePointAndRequestErrors)
     EXPECT_EQ(type_of(dat_cr_accept(cr, pz, 0, nullptr)), t(DAT_INVALID_HANDLE));
     EXPECT_EQ(type_of(dat_cr_reject(cr, 8, nullptr)), t(DAT_INVALID_PARAMETER));
     // After all that the request is still good: reject it with data.
-    const std::vector<char> why(80, 'n');
+    const std::vector<char> why(std::min<DAT_COUNT>(80, max_private_data(ia)), 'n');
     ASSERT_EQ(dat_cr_reject(cr, static_cast<DAT_COUNT>(why.size()), const_cast<char*>(why.data())), kOk);
     e = next(conn_a);
     EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_PEER_REJECTED);
