@@ -963,6 +963,11 @@ DAT_RETURN ep_create_with_srq(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
     if (!attr) // the spec requires one: max_recv_dtos is the hard watermark
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+    // Split PZ is not offered on verbs IAs (provider attribute): the
+    // device checks an SRQ's receive buffers against the QP's PD (Soft-RoCE
+    // does), so an endpoint in another PZ would fail every receive.
+    if (srq->ia->verbs && pz && from_handle<Pz>(pz) != srq->pz)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     return ep_create_common(ia, pz, recv, request, connect, srq, attr, out);
 }
 
@@ -1049,6 +1054,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
         pz = p->pz_handle ? from_handle<Pz>(p->pz_handle) : nullptr;
         if (p->pz_handle && (!pz || pz->ia != ia))
             return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+        if (ia->verbs && ep->srq && pz && pz != ep->srq->pz) // no split PZ on verbs (ep_create_with_srq)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     }
     auto evd_arg = [&](DAT_EVD_HANDLE h, Evd*& into, bool (*fits)(Evd*), DAT_RETURN_SUBTYPE bad) -> DAT_RETURN {
         into = h ? from_handle<Evd>(h) : nullptr;
@@ -2685,7 +2692,9 @@ void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p)
     attr.srq_watermarks_supported =
         ia->verbs ? FASTDAPL_SRQ_WATERMARK_LOW // the device's SRQ limit event; takes are not visible
                   : FASTDAPL_SRQ_WATERMARK_LOW | FASTDAPL_EP_WATERMARK_SOFT_HIGH | FASTDAPL_EP_WATERMARK_HARD_HIGH;
-    attr.srq_ep_pz_difference_supported = DAT_TRUE; // receive buffers are checked against the SRQ's PZ
+    // Softnic: receive buffers are checked against the SRQ's PZ. Verbs: the
+    // device checks them against the QP's PD, so the PZs must match.
+    attr.srq_ep_pz_difference_supported = ia->verbs ? DAT_FALSE : DAT_TRUE;
     attr.srq_info_supported = FASTDAPL_SRQ_INFO_AVAILABLE | FASTDAPL_SRQ_INFO_OUTSTANDING;
     attr.ep_recv_info_supported = FASTDAPL_EP_RECV_INFO_NBUFS | FASTDAPL_EP_RECV_INFO_SPAN;
     attr.lmr_sync_req = DAT_FALSE;

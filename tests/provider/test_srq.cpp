@@ -351,6 +351,13 @@ TEST_F(Srq, SplitProtectionZones)
     DAT_EP_HANDLE active, passive;
     ASSERT_EQ(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, nullptr, &active), kOk);
     const DAT_EP_ATTR attr = srq_attr();
+    DAT_PROVIDER_ATTR pattr{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, 0, nullptr, DAT_PROVIDER_FIELD_ALL, &pattr), kOk);
+    if (pattr.srq_ep_pz_difference_supported != DAT_TRUE) { // verbs IAs: spec 6.6.5
+        EXPECT_EQ(type_of(dat_ep_create_with_srq(ia, other, dto_b, dto_b, conn_b, srq, &attr, &passive)),
+                  t(DAT_INVALID_PARAMETER));
+        return;
+    }
     ASSERT_EQ(dat_ep_create_with_srq(ia, other, dto_b, dto_b, conn_b, srq, &attr, &passive), kOk);
     accept_into(active, passive);
     ASSERT_EQ(post(srq, 0), kOk); // the SRQ's PZ: fine
