@@ -82,7 +82,7 @@ TEST_F(Provider, QueryReportsAddressAndHonestAttributes)
     EXPECT_EQ(pattr.srq_supported, DAT_TRUE);
     // low, EP soft high, EP hard high; a verbs device shows no takes, so low only
     EXPECT_EQ(pattr.srq_watermarks_supported, verbs ? 0x0001 : 0x0111);
-    EXPECT_EQ(pattr.srq_ep_pz_difference_supported, DAT_TRUE);
+    EXPECT_EQ(pattr.srq_ep_pz_difference_supported, verbs ? DAT_FALSE : DAT_TRUE); // verbs: the PD of the QP is checked
     EXPECT_EQ(pattr.srq_info_supported, 0x11);    // available and outstanding counts
     EXPECT_EQ(pattr.ep_recv_info_supported, 0x11); // nbufs_allocated and span
     EXPECT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE, nullptr), kOk);
