@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -505,6 +506,12 @@ TEST_F(Models, EndpointCallsRefuseBadArguments)
     EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, 8, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
               t(DAT_INVALID_PARAMETER));
     EXPECT_EQ(type_of(dat_ep_connect(ep, nullptr, 1, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
+              t(DAT_INVALID_ADDRESS));
+    // An address of the other family than the IA's: no route between them.
+    sockaddr_storage other{};
+    other.ss_family = address->sa_family == AF_INET ? AF_INET6 : AF_INET;
+    EXPECT_EQ(type_of(dat_ep_connect(ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&other), 1, kWait, 0, nullptr,
+                                     DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
               t(DAT_INVALID_ADDRESS));
     EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, 0, nullptr, DAT_QOS_PREMIUM, DAT_CONNECT_DEFAULT_FLAG)),
               t(DAT_MODEL_NOT_SUPPORTED));
