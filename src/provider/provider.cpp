@@ -376,6 +376,16 @@ unsigned verbs_send_flags(DAT_COMPLETION_FLAGS flags)
     return f;
 }
 
+// A receive work request for `slot` (own RQ or SRQ: the completion names it).
+ibv_recv_wr verbs_recv_wr(std::uint32_t slot, ibv_sge* sge, DAT_COUNT n)
+{
+    ibv_recv_wr wr{};
+    wr.wr_id = (static_cast<std::uint64_t>(slot) << 1) | kRecvTag;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    return wr;
+}
+
 // A DAT IOV as verbs scatter/gather entries (n is checked by the caller).
 void to_verbs_sges(const DAT_LMR_TRIPLET* iov, DAT_COUNT n, ibv_sge* sge)
 {
@@ -440,10 +450,7 @@ DAT_RETURN verbs_post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_
     to_verbs_sges(iov, n, sge);
     const std::uint32_t slot = ep->verbs_recv_posted;
     ep->verbs_recv_cookies[slot & (depth - 1)] = cookie.as_64;
-    ibv_recv_wr wr{};
-    wr.wr_id = (static_cast<std::uint64_t>(slot) << 1) | kRecvTag;
-    wr.sg_list = sge;
-    wr.num_sge = n;
+    ibv_recv_wr wr = verbs_recv_wr(slot, sge, n);
     ibv_recv_wr* bad = nullptr;
     if (ibv_post_recv(ep->verbs_qp, &wr, &bad) != 0) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
@@ -462,10 +469,7 @@ DAT_RETURN verbs_srq_post_recv(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov
     ibv_sge sge[softnic::kMaxSge];
     to_verbs_sges(iov, n, sge);
     srq->verbs_cookies[slot] = cookie.as_64;
-    ibv_recv_wr wr{};
-    wr.wr_id = (static_cast<std::uint64_t>(slot) << 1) | kRecvTag;
-    wr.sg_list = sge;
-    wr.num_sge = n;
+    ibv_recv_wr wr = verbs_recv_wr(slot, sge, n);
     ibv_recv_wr* bad = nullptr;
     if (ibv_post_srq_recv(srq->verbs_srq, &wr, &bad) != 0) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
