@@ -100,6 +100,9 @@ public:
     std::unique_ptr<verbs::Device> verbs;     // verbs IAs (rdma-core device and port)
     std::unique_ptr<cm::RdmaCm> rdma_cm;      // verbs IAs' connection manager
     QpnTable verbs_eps;                       // verbs IAs: endpoints by queue pair number
+    // verbs IAs on an mlx5 device with the direct path chosen: CQs, QPs and
+    // SRQs are created through mlx5dv and posted/polled by src/fastpath.
+    bool mlx5_direct = false;
     // Provider-specific attributes (dat_ia_query): names and values, and
     // the DAT_NAMED_ATTRs that point into them.
     std::vector<std::pair<std::string, std::string>> specific;
@@ -191,6 +194,9 @@ public:
     bool fd_waiting = false;  // a waiter sleeps on the fds (not on cv)
     std::vector<ibv_wc> polled;
     std::uint32_t polled_head = 0, polled_count = 0;
+    // mlx5 direct: verbs_cq is DV-owned and read through cq_view (as the
+    // softnic's); armed by hand (cq_view.arm), never by ibv_req_notify_cq.
+    bool direct = false;
 };
 
 // Consumer notification object: wakes one waiter per trigger, calls (and
@@ -258,6 +264,7 @@ public:
     std::vector<std::uint64_t> verbs_cookies;
     std::vector<std::uint32_t> verbs_free;
     std::atomic<std::uint32_t> verbs_free_head{0}, verbs_free_tail{0};
+    bool direct = false; // mlx5 direct: verbs_srq's ring is `queue` (posted by us, not ibv_post_srq_recv)
     fastpath::SharedReceiveQueue queue;
     std::vector<std::uint64_t> cookies;
     DAT_COUNT max_recv_dtos = 0; // what the consumer may have outstanding (posted, not reaped)
@@ -304,6 +311,12 @@ public:
     std::uint32_t verbs_recv_posted = 0, verbs_recv_reaped = 0;
     std::vector<std::uint64_t> verbs_recv_cookies; // own receive queue: completes in order
     std::uint32_t verbs_max_inline = 0;
+    // mlx5 direct: verbs_qp's queues are `sq` and `rq` below; its thread
+    // domain and the parent domain over the PZ give it a doorbell register
+    // of its own (so posts on different EPs never share one).
+    bool direct = false;
+    ibv_td* direct_td = nullptr;
+    ibv_pd* direct_pd = nullptr;
     std::uint64_t rdma_cm_id = 0; // the rdma_cm connection, kept until reset or free
     fastpath::SendQueue sq;
     fastpath::RecvQueue rq;

@@ -767,4 +767,24 @@ private:
     std::uint32_t arm_sn_ = 0; // events seen; its low 2 bits go into each arm
 };
 
+// Before a queue pair is destroyed, once its device writes no more CQEs for
+// it: its CQEs not yet consumed are dropped from its CQs (`send_cq` and
+// `recv_cq` may be the same), and the SRQ WQEs its receive CQEs name go
+// back on `srq`'s free list (`srq` null: it has its own receive queue).
+// The caller serializes this with every poller of those CQs and every
+// completion of that SRQ.
+inline void clean_queue_pair(std::uint32_t qpn, CompletionQueue* send_cq, CompletionQueue* recv_cq,
+                             SharedReceiveQueue* srq)
+{
+    auto give_back = [srq](const mlx5_cqe64* cqe) {
+        const std::uint8_t op = CompletionQueue::opcode(cqe);
+        if (srq && op != MLX5_CQE_REQ && op != MLX5_CQE_REQ_ERR && !CompletionQueue::is_compressed(cqe))
+            srq->complete(be16toh(cqe->wqe_counter)); // a receive: its SRQ WQE is free again
+    };
+    if (recv_cq)
+        recv_cq->clean(qpn, give_back);
+    if (send_cq && send_cq != recv_cq)
+        send_cq->clean(qpn, give_back);
+}
+
 } // namespace fastdapl::fastpath

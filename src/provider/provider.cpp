@@ -4,6 +4,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include "objects.hpp"
+#if FASTDAPL_HAVE_MLX5DV
+#include "mlx5_queues.hpp" // the mlx5 direct path
+#endif
 
 #include <dat2/fastdapl.h>
 
@@ -217,6 +220,25 @@ void report_overflow(Evd* evd)
 
 // Whether an EVD has a completion queue (softnic or verbs).
 bool has_cq(const Evd* evd) { return evd->cq || evd->verbs_cq; }
+
+// Asks a verbs CQ for one event on its channel at the next completion (the
+// EVD's lock held). An mlx5 CQ on the direct path is armed by hand: rdma-core
+// does not know its consumer index.
+void arm_cq(Evd* evd)
+{
+    if (evd->direct)
+        evd->cq_view.arm(false);
+    else
+        ibv_req_notify_cq(evd->verbs_cq, 0);
+}
+
+// Events read from a verbs CQ's channel (the EVD's lock held): each moves a
+// hand-armed CQ's arm sequence number on, as the device expects.
+void note_cq_events(Evd* evd, unsigned events)
+{
+    for (unsigned i = 0; evd->direct && i < events; ++i)
+        evd->cq_view.note_event();
+}
 
 // A verbs work request's wr_id: a request's sequence number shifted left
 // (bit 0 clear), or a receive's slot shifted left with bit 0 set. A
@@ -514,59 +536,115 @@ DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
     }
 }
 
-// Turns the next CQE of a DTO EVD into an event. False when there is none.
+// A receive CQE whose data the device put in the CQE (scatter-to-CQE, which
+// we disable on mlx5 QPs but do not rely on): copied to the receive buffers
+// before the CQE is released. The softnic never does this.
+DAT_DTO_COMPLETION_STATUS scatter_from_cqe(Evd* evd, Ep* ep, const mlx5_cqe64* cqe, std::uint16_t counter)
+{
+    if (Srq* srq = ep->srq)
+        return evd->cq_view.scatter_inline(cqe, srq->queue.segments(counter), srq->queue.max_sge());
+    return evd->cq_view.scatter_inline(cqe, ep->rq.segments_of_oldest(), ep->rq.max_sge());
+}
+
+bool is_receive_cqe(std::uint8_t opcode)
+{
+    return opcode == MLX5_CQE_RESP_SEND || opcode == MLX5_CQE_RESP_SEND_IMM || opcode == MLX5_CQE_RESP_SEND_INV ||
+           opcode == MLX5_CQE_RESP_WR_IMM || opcode == MLX5_CQE_RESP_ERR;
+}
+
+// Turns the next CQE of a CQ in the mlx5 layout into an event (the EVD's
+// lock held). False when there is none. One reader for the softnic's CQs
+// and mlx5 devices' (Direct: the direct path); they differ in how a CQE's
+// QP number finds its EP and in who ends a connection a CQE shows broken.
+template <bool Direct>
+bool take_mlx5_completion(Evd* evd, DAT_EVENT& e)
+{
+    for (;;) {
+        const mlx5_cqe64* cqe = evd->cq_view.peek();
+        if (!cqe)
+            return false;
+        const std::uint8_t opcode = fastpath::CompletionQueue::opcode(cqe);
+        const std::uint32_t qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+        const std::uint16_t counter = be16toh(cqe->wqe_counter);
+        Ep* ep = Direct ? evd->ia->verbs_eps.find(qpn) : ep_of_qpn(evd->ia, qpn);
+        const bool request = opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR;
+        // One test for the common case: a plain success (opcodes up to
+        // RESP_SEND_INV are completions; resize and no-packet are not).
+        // The softnic writes no other kinds of CQE than it is asked for.
+        const bool attention = fastpath::CompletionQueue::needs_attention(cqe);
+        const bool known = !Direct || (attention ? !fastpath::CompletionQueue::is_compressed(cqe) &&
+                                                       (request || is_receive_cqe(opcode))
+                                                 : opcode <= MLX5_CQE_RESP_SEND_INV);
+        // Its EP is gone (or a cleaned CQE), or a CQE we never ask for
+        // (compressed, resize): nothing to report it to.
+        if (!ep || !known) [[unlikely]] {
+            if (ep && g_debug)
+                std::fprintf(stderr, "fastdapl: CQE with opcode %u, format %d on qp %u skipped\n", opcode,
+                             static_cast<int>(fastpath::CompletionQueue::format(cqe)), qpn);
+            evd->cq_view.consume();
+            evd->cq_view.publish_consumer_index();
+            continue;
+        }
+        std::memset(&e, 0, sizeof e);
+        e.event_number = DAT_DTO_COMPLETION_EVENT;
+        e.evd_handle = evd;
+        auto& d = e.event_data.dto_completion_event_data;
+        d.ep_handle = ep;
+        d.status = attention ? fastpath::CompletionQueue::status(cqe) : DAT_DTO_SUCCESS;
+        if (request) {
+            const fastpath::SendSlot& slot = ep->sq.slot(counter);
+            d.user_cookie.as_64 = slot.cookie;
+            d.operation = operation_of(slot.opcode);
+            d.transfered_length = d.status == DAT_DTO_SUCCESS ? slot.length : 0;
+            ep->sq.retire_through(counter);
+        } else {
+            if (attention && d.status == DAT_DTO_SUCCESS && fastpath::CompletionQueue::is_inline_scattered(cqe))
+                [[unlikely]]
+                d.status = scatter_from_cqe(evd, ep, cqe, counter);
+            if (Srq* srq = ep->srq) { // the CQE names the SRQ WQE; it goes back on the free list
+                srq->lock_completions();
+                d.user_cookie.as_64 = srq->queue.complete(counter);
+                srq->unlock_completions();
+            } else {
+                d.user_cookie.as_64 = ep->rq.complete_oldest();
+            }
+            if constexpr (!Direct)
+                ep->qp->note_receive_reaped();
+            d.operation = DAT_DTO_RECEIVE;
+            d.transfered_length = d.status == DAT_DTO_SUCCESS ? be32toh(cqe->byte_cnt) : 0;
+        }
+        // Released only now: the device may reuse the entry once it is published.
+        evd->cq_view.consume();
+        evd->cq_view.publish_consumer_index();
+        if constexpr (Direct) { // the softnic ends its connections itself
+            if (d.status != DAT_DTO_SUCCESS && d.status != DAT_DTO_ERR_FLUSHED)
+                verbs_completion_broke(ep, evd);
+            else if (request && ep->state.load(std::memory_order_relaxed) == DAT_EP_STATE_DISCONNECT_PENDING &&
+                     ep->sq.outstanding_bbs() == 0)
+                ep->ia->rdma_cm->disconnect(ep->rdma_cm_id); // the graceful disconnect's requests drained
+        }
+        return true;
+    }
+}
+
+// Turns the next completion of a DTO EVD into an event (its lock held).
 bool take_completion(Evd* evd, DAT_EVENT& e)
 {
-    if (!evd->cq)
-        return evd->verbs_cq ? verbs_take_completion(evd, e) : false;
-    const mlx5_cqe64* cqe = evd->cq_view.peek();
-    if (!cqe)
-        return false;
-    const std::uint8_t opcode = fastpath::CompletionQueue::opcode(cqe);
-    const std::uint32_t qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
-    const std::uint16_t counter = be16toh(cqe->wqe_counter);
-    const std::uint32_t byte_cnt = be32toh(cqe->byte_cnt);
-    const std::uint8_t syndrome = fastpath::CompletionQueue::syndrome(cqe);
-    evd->cq_view.consume();
-    evd->cq_view.publish_consumer_index();
-    Ep* ep = ep_of_qpn(evd->ia, qpn);
-    std::memset(&e, 0, sizeof e);
-    e.event_number = DAT_DTO_COMPLETION_EVENT;
-    e.evd_handle = evd;
-    auto& d = e.event_data.dto_completion_event_data;
-    d.ep_handle = ep;
-    if (!ep) // its EP is gone: nothing to report the completion to
-        return take_completion(evd, e);
-    if (opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR) {
-        const fastpath::SendSlot& slot = ep->sq.slot(counter);
-        d.user_cookie.as_64 = slot.cookie;
-        d.operation = operation_of(slot.opcode);
-        d.status = opcode == MLX5_CQE_REQ ? DAT_DTO_SUCCESS : fastpath::status_of_syndrome(syndrome);
-        d.transfered_length = d.status == DAT_DTO_SUCCESS ? slot.length : 0;
-        ep->sq.retire_through(counter);
-    } else {
-        if (Srq* srq = ep->srq) { // the CQE names the SRQ WQE; it goes back on the free list
-            srq->lock_completions();
-            d.user_cookie.as_64 = srq->queue.complete(counter);
-            srq->unlock_completions();
-        } else {
-            d.user_cookie.as_64 = ep->rq.complete_oldest();
-        }
-        ep->qp->note_receive_reaped();
-        d.operation = DAT_DTO_RECEIVE;
-        d.status = opcode == MLX5_CQE_RESP_ERR ? fastpath::status_of_syndrome(syndrome) : DAT_DTO_SUCCESS;
-        d.transfered_length = d.status == DAT_DTO_SUCCESS ? byte_cnt : 0;
-    }
-    return true;
+    if (evd->cq) [[likely]]
+        return take_mlx5_completion<false>(evd, e);
+    if (evd->direct)
+        return take_mlx5_completion<true>(evd, e);
+    return evd->verbs_cq ? verbs_take_completion(evd, e) : false;
 }
 
 // Events ready on an EVD, counting at most `limit` (CQEs are not consumed).
 DAT_COUNT ready_events(Evd* evd, DAT_COUNT limit)
 {
     DAT_COUNT n = static_cast<DAT_COUNT>(evd->events.size());
-    for (std::uint32_t k = 0; evd->cq && n < limit && evd->cq_view.ready_at(k); ++k)
+    const bool mlx5_layout = evd->cq || evd->direct; // softnic or mlx5 direct
+    for (std::uint32_t k = 0; mlx5_layout && n < limit && evd->cq_view.ready_at(k); ++k)
         ++n;
-    if (evd->verbs_cq && n < limit)
+    if (evd->verbs_cq && !evd->direct && n < limit)
         n += static_cast<DAT_COUNT>(verbs_poll(evd));
     return n;
 }
@@ -702,6 +780,131 @@ std::uint32_t power_of_two_at_least(std::uint32_t n)
     return p;
 }
 
+// --- verbs IAs on mlx5 devices: the direct path ------------------------------------------
+//
+// Control objects are rdma-core's (the same PD, MR, rdma_cm, async events
+// as the generic path); the queues of CQs, QPs and SRQs are handed to
+// src/fastpath through mlx5dv (src/verbs/mlx5_queues) and posted and polled
+// there, as the softnic's are: take_completion reads both.
+
+// Runs `fn` with the EP's EVDs locked (no poll runs) and its SRQ's
+// completions held: how a queue pair's CQEs are cleaned before it goes.
+template <class Fn>
+void with_completions_held(Ep* ep, Fn fn)
+{
+    Evd* recv = ep->recv_evd;
+    Evd* request = ep->request_evd;
+    std::unique_lock<std::mutex> recv_lock(recv->mutex, std::defer_lock);
+    std::unique_lock<std::mutex> request_lock(request->mutex, std::defer_lock);
+    if (recv == request)
+        recv_lock.lock();
+    else
+        std::lock(recv_lock, request_lock);
+    if (ep->srq)
+        ep->srq->lock_completions();
+    fn();
+    if (ep->srq)
+        ep->srq->unlock_completions();
+}
+
+#if FASTDAPL_HAVE_MLX5DV
+constexpr bool kMlx5DirectBuilt = true;
+
+// The EVD's CQ, created through mlx5dv and read through its cq_view.
+void direct_create_cq(Evd* evd, int cqe)
+{
+    ibv_cq* cq = verbs::create_cq(evd->ia->verbs->context(), cqe, evd->verbs_channel, evd);
+    if (cq && !verbs::init_cq(cq, evd->cq_view)) {
+        ibv_destroy_cq(cq);
+        cq = nullptr;
+    }
+    evd->verbs_cq = cq;
+    evd->direct = cq != nullptr;
+}
+
+// An RC QP on a parent domain of its own: its thread domain gives it a
+// doorbell register no other QP rings, so posts on different EPs need no
+// lock. Without one (an old kernel, a device without dynamic UARs) the EP
+// cannot have a QP. `init.cap` receives what the device granted.
+ibv_qp* direct_create_qp(Ep* ep, ibv_qp_init_attr& init)
+{
+    ibv_context* context = ep->ia->verbs->context();
+    verbs::Mlx5Resources r = verbs::create_mlx5_resources(context, ep->pz->verbs_pd);
+    if (!r.dedicated_doorbell) {
+        if (g_debug)
+            std::fprintf(stderr, "fastdapl: no thread domain for a dedicated doorbell register\n");
+        verbs::destroy_mlx5_resources(r);
+        return nullptr;
+    }
+    ibv_qp_cap granted{};
+    ibv_qp* qp = verbs::create_rc_qp(context, r.parent_pd, init.send_cq, init.recv_cq, init.srq, init.cap, &granted);
+    if (!qp) { // some devices copy nothing inline
+        init.cap.max_inline_data = 0;
+        qp = verbs::create_rc_qp(context, r.parent_pd, init.send_cq, init.recv_cq, init.srq, init.cap, &granted);
+    }
+    if (!qp) {
+        verbs::destroy_mlx5_resources(r);
+        return nullptr;
+    }
+    init.cap = granted;
+    ep->direct_td = r.td;
+    ep->direct_pd = r.parent_pd;
+    return qp;
+}
+
+// The send queue (and own receive queue) of a new direct QP as the fast
+// path's; false when the device's layout is not one it drives.
+bool direct_init_queues(Ep* ep, ibv_qp* qp, std::uint32_t max_inline)
+{
+    const verbs::QpQueueSizes sizes = verbs::qp_queue_sizes(qp);
+    if (sizes.sq_bbs == 0)
+        return false;
+    ep->send_slots.assign(sizes.sq_bbs, {});
+    ep->recv_cookies.assign(ep->srq ? 0 : sizes.rq_wqes, 0);
+    return verbs::init_send_queue(qp, ep->sq, ep->send_slots.data(), max_inline) &&
+           (ep->srq || verbs::init_recv_queue(qp, ep->rq, ep->recv_cookies.data()));
+}
+
+void direct_release_domain(Ep* ep)
+{
+    verbs::Mlx5Resources r{ep->direct_td, ep->direct_pd, ep->direct_td != nullptr};
+    verbs::destroy_mlx5_resources(r);
+    ep->direct_td = nullptr;
+    ep->direct_pd = nullptr;
+}
+
+// Before the QP is destroyed: it stops (RESET), and its CQEs not yet
+// reaped are dropped from the EVDs, an SRQ's WQEs they name going back on
+// its free list (rdma-core cleans only CQs it polls itself).
+void direct_clean_qp(Ep* ep, ibv_qp* qp)
+{
+    with_completions_held(ep, [ep, qp] {
+        if (!verbs::clean_qp_before_destroy(qp, &ep->request_evd->cq_view, &ep->recv_evd->cq_view,
+                                            ep->srq ? &ep->srq->queue : nullptr) &&
+            g_debug)
+            std::fprintf(stderr, "fastdapl: qp %u did not go to RESET; its completions stay on the CQs\n", qp->qp_num);
+    });
+}
+
+// An SRQ whose ring the fast path posts to.
+bool direct_adopt_srq(Srq* srq)
+{
+    srq->direct = verbs::init_srq(srq->verbs_srq, srq->queue, srq->cookies);
+    return srq->direct;
+}
+
+#else // built without libmlx5: no direct path
+
+constexpr bool kMlx5DirectBuilt = false;
+void direct_create_cq(Evd*, int) {}
+ibv_qp* direct_create_qp(Ep*, ibv_qp_init_attr&) { return nullptr; }
+bool direct_init_queues(Ep*, ibv_qp*, std::uint32_t) { return false; }
+void direct_release_domain(Ep*) {}
+void direct_clean_qp(Ep*, ibv_qp*) {}
+bool direct_adopt_srq(Srq*) { return false; }
+
+#endif
+
 // A verbs RC queue pair for the endpoint, in INIT so that receives can be
 // posted before a connection is sought (rdma_cm takes it on from there).
 DAT_RETURN verbs_create_qp(Ep* ep)
@@ -724,30 +927,51 @@ DAT_RETURN verbs_create_qp(Ep* ep)
                                   dev.max_sge);
     init.cap.max_recv_sge = ep->srq ? 0 : limit(ep->attr.max_recv_iov, dev.max_sge);
     init.cap.max_inline_data = kMaxInline;
-    ibv_qp* qp = ibv_create_qp(ep->pz->verbs_pd, &init);
-    if (!qp) { // some devices copy nothing inline
-        init.cap.max_inline_data = 0;
+    ibv_qp* qp = nullptr;
+    if (ia->mlx5_direct) {
+        qp = direct_create_qp(ep, init);
+    } else {
         qp = ibv_create_qp(ep->pz->verbs_pd, &init);
+        if (!qp) { // some devices copy nothing inline
+            init.cap.max_inline_data = 0;
+            qp = ibv_create_qp(ep->pz->verbs_pd, &init);
+        }
     }
     if (!qp)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    const auto fail = [ep, qp] {
+        ibv_destroy_qp(qp);
+        direct_release_domain(ep);
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    };
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = ia->verbs->port();
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-        ibv_destroy_qp(qp);
-        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+        return fail();
+    ep->direct = ia->mlx5_direct;
+    if (ep->direct && !direct_init_queues(ep, qp, init.cap.max_inline_data)) {
+        ep->direct = false;
+        return fail();
     }
     ep->verbs_max_inline = init.cap.max_inline_data;
-    ep->verbs_sends.assign(power_of_two_at_least(init.cap.max_send_wr), {});
+    if (!ep->direct) { // the generic path's rings of what was posted
+        ep->verbs_sends.assign(power_of_two_at_least(init.cap.max_send_wr), {});
+        ep->verbs_recv_cookies.assign(ep->srq ? 0 : power_of_two_at_least(init.cap.max_recv_wr), 0);
+    }
     ep->verbs_send_posted = ep->verbs_send_retired = 0;
-    ep->verbs_recv_cookies.assign(ep->srq ? 0 : power_of_two_at_least(init.cap.max_recv_wr), 0);
     ep->verbs_recv_posted = ep->verbs_recv_reaped = 0;
     ep->verbs_qp = qp;
     ia->verbs_eps.insert(qp->qp_num, ep);
     return DAT_SUCCESS;
+}
+
+// Every request of a verbs EP has completed (and been reaped).
+bool verbs_requests_done(const Ep* ep)
+{
+    return ep->direct ? ep->sq.outstanding_bbs() == 0 : ep->verbs_send_posted == ep->verbs_send_retired;
 }
 
 // The queue pair needs its PZ and both DTO EVDs; built when all are known.
@@ -787,32 +1011,27 @@ DAT_RETURN ensure_qp(Ep* ep)
 void drop_qp(Ep* ep)
 {
     if (ibv_qp* qp = ep->verbs_qp) {
-        // Its completions still on the CQs are skipped when polled (no EP
-        // has its number any more).
-        ep->ia->verbs_eps.erase(qp->qp_num);
+        // Generic path: its completions still on the CQs are skipped when
+        // polled (no EP has its number any more). Direct path: its CQEs are
+        // cleaned before the destroy (SRQ WQEs come back).
+        if (ep->direct)
+            direct_clean_qp(ep, qp);
+        const std::uint32_t qpn = qp->qp_num;
+        ep->ia->verbs_eps.erase(qpn);
         ibv_destroy_qp(qp);
         ep->verbs_qp = nullptr;
+        direct_release_domain(ep); // after its last QP
+        ep->direct = false;
         return;
     }
     if (!ep->qp)
         return;
     softnic::Qp* qp = ep->qp;
-    ep->ia->device->disconnect(qp);
-    for (Evd* evd : {ep->recv_evd, ep->request_evd}) {
-        if (!evd)
-            continue;
-        std::lock_guard lock(evd->mutex);
-        evd->cq_view.clean(qp->qpn(), [&](const mlx5_cqe64* cqe) {
-            const std::uint8_t op = fastpath::CompletionQueue::opcode(cqe);
-            if (ep->srq && op != MLX5_CQE_REQ && op != MLX5_CQE_REQ_ERR) {
-                ep->srq->lock_completions();
-                ep->srq->queue.complete(be16toh(cqe->wqe_counter));
-                ep->srq->unlock_completions();
-            }
-        });
-        if (ep->recv_evd == ep->request_evd)
-            break; // one CQ serves both
-    }
+    ep->ia->device->disconnect(qp); // it writes no more CQEs
+    with_completions_held(ep, [ep, qp] {
+        fastpath::clean_queue_pair(qp->qpn(), &ep->request_evd->cq_view, &ep->recv_evd->cq_view,
+                                   ep->srq ? &ep->srq->queue : nullptr);
+    });
     ep->ia->eps_by_qpn[qp->qpn() - softnic::kFirstQpn].store(nullptr, std::memory_order_release);
     ep->ia->device->destroy_qp(qp);
     ep->qp = nullptr;
@@ -1118,7 +1337,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
         drop_qp(ep);
     }
     if (reshape && ep->verbs_qp) { // a verbs QP's CQs and sizes are fixed: a new one, as above
-        if (!ep->srq && ep->verbs_recv_posted != ep->verbs_recv_reaped)
+        if (!ep->srq && (ep->direct ? ep->rq.outstanding() != 0 : ep->verbs_recv_posted != ep->verbs_recv_reaped))
             return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
         drop_qp(ep);
     }
@@ -1161,10 +1380,11 @@ DAT_RETURN ep_get_status(DAT_EP_HANDLE handle, DAT_EP_STATE* state, DAT_BOOLEAN*
     if (state)
         *state = ep->state.load();
     if (ep->verbs_qp) { // counted at completion time: what is not reaped yet
+        const bool recv_done = ep->direct ? ep->rq.outstanding() == 0 : ep->verbs_recv_posted == ep->verbs_recv_reaped;
         if (recv_idle)
-            *recv_idle = ep->srq || ep->verbs_recv_posted == ep->verbs_recv_reaped ? DAT_TRUE : DAT_FALSE;
+            *recv_idle = ep->srq || recv_done ? DAT_TRUE : DAT_FALSE;
         if (request_idle)
-            *request_idle = ep->verbs_send_posted == ep->verbs_send_retired ? DAT_TRUE : DAT_FALSE;
+            *request_idle = verbs_requests_done(ep) ? DAT_TRUE : DAT_FALSE;
         return DAT_SUCCESS;
     }
     if (recv_idle)
@@ -1306,7 +1526,7 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)
         if (ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECT_PENDING)) {
             if (!ep->ia->verbs)
                 ep->ia->device->disconnect_gracefully(ep->qp);
-            else if (ep->verbs_send_posted == ep->verbs_send_retired) // else the reaper of the last one does it
+            else if (verbs_requests_done(ep)) // else the reaper of the last one does it
                 ep->ia->rdma_cm->disconnect(ep->rdma_cm_id);
         }
         return DAT_SUCCESS;
@@ -1435,7 +1655,7 @@ DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_
     // the target against its registration (an access error, not ours).
     if (total > limit) [[unlikely]]
         return error(DAT_LENGTH_ERROR);
-    if (ep->verbs_qp) [[unlikely]] // the generic verbs path (not an mlx5 device)
+    if (ep->verbs_qp && !ep->direct) [[unlikely]] // the generic verbs path (not the mlx5 direct one)
         return verbs_post_request(ep, opcode, n, iov, total, cookie, remote, flags);
     fastpath::RemoteAddress ra{};
     if (remote)
@@ -1444,6 +1664,10 @@ DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_
                      static_cast<std::uint32_t>(total), remote ? &ra : nullptr, 0, fastpath::control_flags(flags),
                      cookie.as_64)) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    if (ep->direct) { // an mlx5 device: doorbell record, then BlueFlame or the 8-byte doorbell
+        ep->sq.ring();
+        return DAT_SUCCESS;
+    }
     // The software NIC: send from this thread rather than wake the engine's.
     // Large messages stay with the engine: copying them here would delay the
     // caller more than a wake-up costs.
@@ -1492,12 +1716,13 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov,
         if (DAT_RETURN rc = ensure_qp(ep); rc != DAT_SUCCESS)
             return rc;
     }
-    if (ep->verbs_qp) [[unlikely]]
+    if (ep->verbs_qp && !ep->direct) [[unlikely]]
         return verbs_post_recv(ep, n, iov, cookie);
     if (!ep->rq.post(reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), cookie.as_64))
         [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
-    ep->ia->device->receive_posted();
+    if (ep->qp) // the software NIC may wait for receives; a device reads the doorbell record
+        ep->ia->device->receive_posted();
     return DAT_SUCCESS;
 }
 
@@ -1570,11 +1795,16 @@ DAT_RETURN srq_create(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_SRQ_ATT
         init.attr.max_wr = static_cast<std::uint32_t>(attr->max_recv_dtos);
         init.attr.max_sge = static_cast<std::uint32_t>(attr->max_recv_iov);
         srq->verbs_srq = ibv_create_srq(pz->verbs_pd, &init);
+        if (srq->verbs_srq && ia->mlx5_direct && !direct_adopt_srq(srq)) {
+            ibv_destroy_srq(srq->verbs_srq);
+            srq->verbs_srq = nullptr;
+        }
         if (!srq->verbs_srq) {
             destroy_object(srq);
             return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
         }
-        verbs_srq_slots(srq, static_cast<std::uint32_t>(attr->max_recv_dtos));
+        if (!srq->direct)
+            verbs_srq_slots(srq, static_cast<std::uint32_t>(attr->max_recv_dtos));
         ++pz->users;
         ia->adopt(srq);
         *out = srq;
@@ -1624,20 +1854,21 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* io
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_SRQ);
     if (n < 0 || n > srq->max_recv_iov || (n > 0 && !iov)) [[unlikely]]
         return error(DAT_INVALID_PARAMETER, n < 0 || n > srq->max_recv_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG3);
-    if (srq->verbs_srq) [[unlikely]]
+    if (srq->verbs_srq && !srq->direct) [[unlikely]]
         return verbs_srq_post_recv(srq, n, iov, cookie);
     if (static_cast<DAT_COUNT>(srq->queue.outstanding()) >= srq->max_recv_dtos ||
         !srq->queue.post(reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), cookie.as_64))
         [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
-    srq->ia->device->receive_posted();
+    if (srq->device_srq)
+        srq->ia->device->receive_posted();
     return DAT_SUCCESS;
 }
 
 // Posted and not yet reaped.
 DAT_COUNT srq_outstanding(Srq* srq)
 {
-    if (srq->verbs_srq)
+    if (srq->verbs_srq && !srq->direct)
         return static_cast<DAT_COUNT>(srq->verbs_posted.load() - srq->verbs_reaped.load());
     return static_cast<DAT_COUNT>(srq->queue.outstanding());
 }
@@ -1694,7 +1925,10 @@ DAT_RETURN srq_resize(DAT_SRQ_HANDLE handle, DAT_COUNT qlen)
     // low watermark (spec 6.5.5).
     if (qlen < srq_outstanding(srq) || qlen < srq->low_watermark.load())
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_IN_USE);
-    if (srq->verbs_srq && qlen > static_cast<DAT_COUNT>(srq->verbs_cookies.size())) {
+    if (srq->direct && static_cast<std::uint32_t>(qlen) > srq->queue.capacity()) {
+        // rdma-core's mlx5 SRQs do not grow (IBV_SRQ_MAX_WR is refused): up to what was built.
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    } else if (srq->verbs_srq && !srq->direct && qlen > static_cast<DAT_COUNT>(srq->verbs_cookies.size())) {
         ibv_srq_attr a{};
         a.max_wr = static_cast<std::uint32_t>(qlen);
         if (ibv_modify_srq(srq->verbs_srq, &a, IBV_SRQ_MAX_WR) != 0) // not every device resizes
@@ -1759,7 +1993,7 @@ DAT_RETURN ep_recv_query(DAT_EP_HANDLE handle, DAT_COUNT* nbufs_allocated, DAT_C
     // one holds the next message and the span equals the count.
     DAT_COUNT allocated = 0;
     if (ep->verbs_qp && !ep->srq) // a verbs device shows no more than what is not reaped yet
-        allocated = static_cast<DAT_COUNT>(ep->verbs_recv_posted - ep->verbs_recv_reaped);
+        allocated = static_cast<DAT_COUNT>(ep->direct ? ep->rq.outstanding() : ep->verbs_recv_posted - ep->verbs_recv_reaped);
     if (softnic::Qp* qp = ep->qp) {
         const std::uint32_t completed = qp->receives_completed();
         allocated = static_cast<DAT_COUNT>(ep->srq ? qp->receives_taken() - completed : ep->rq.posted() - completed);
@@ -2286,7 +2520,8 @@ void link_cno(Evd* evd, Cno* to)
         ++to->users;
     if (to && evd->verbs_cq) { // its completions trigger the CNO from now on, through the device thread
         evd->ia->verbs->watch_cq(evd, evd->verbs_channel);
-        ibv_req_notify_cq(evd->verbs_cq, 0);
+        std::lock_guard lock(evd->mutex);
+        arm_cq(evd);
     } else if (!to && evd->verbs_cq) {
         evd->ia->verbs->unwatch_cq(evd);
     }
@@ -2321,11 +2556,38 @@ std::string mtu_text(ibv_mtu mtu)
     }
 }
 
+// Whether an mlx5 device's IA takes the direct path, and the data path
+// attribute that says so. Opt-in (FASTDAPL_MLX5_DIRECT=1) until it has run
+// on mlx5 hardware: no machine this project is tested on has one.
+std::string choose_mlx5_direct(ibv_context* context, bool& direct)
+{
+    direct = false;
+    const char* want = std::getenv("FASTDAPL_MLX5_DIRECT");
+    if (!kMlx5DirectBuilt)
+        return "generic verbs (mlx5 device; this build has no libmlx5, so no direct path)";
+    if (!want || std::strcmp(want, "1") != 0)
+        return "generic verbs (mlx5 device; FASTDAPL_MLX5_DIRECT=1 selects the mlx5 direct path)";
+#if FASTDAPL_HAVE_MLX5DV
+    // Each EP needs a thread domain for a doorbell register of its own: try one.
+    if (ibv_pd* pd = ibv_alloc_pd(context)) {
+        verbs::Mlx5Resources r = verbs::create_mlx5_resources(context, pd);
+        direct = r.dedicated_doorbell;
+        verbs::destroy_mlx5_resources(r);
+        ibv_dealloc_pd(pd);
+    }
+#else
+    (void)context;
+#endif
+    return direct ? "mlx5 direct (src/fastpath posts and polls; a doorbell register per endpoint)"
+                  : "generic verbs (mlx5 device; no thread domain, which the direct path needs)";
+}
+
 // Opens the device and port of a verbs IA and finds its address (the
 // port's network interface's). The provider-specific attributes say which
 // device, port and data path the IA uses.
-DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, int family,
-                             std::unique_ptr<verbs::Device>& device, sockaddr_storage& addr, std::vector<std::pair<std::string, std::string>>& specific)
+DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, int family, std::unique_ptr<verbs::Device>& device,
+                             sockaddr_storage& addr, std::vector<std::pair<std::string, std::string>>& specific,
+                             bool& mlx5_direct)
 {
     std::string why;
     device = verbs::Device::open(name, port, why);
@@ -2343,10 +2605,11 @@ DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, int fam
                     {"FASTDAPL_GID", p.gid},
                     {"FASTDAPL_GID_INDEX", std::to_string(p.gid_index)},
                     {"FASTDAPL_LINK_LAYER", p.link_layer},
-                    {"FASTDAPL_NETDEV", p.netdev},
-                    // The mlx5 direct path is not wired into the provider yet:
-                    // every verbs device posts and polls through libibverbs.
-                    {"FASTDAPL_DATA_PATH", p.mlx5 ? "generic verbs (mlx5 device; direct path not in use)" : "generic verbs"}};
+                    {"FASTDAPL_NETDEV", p.netdev}};
+        std::string path = "generic verbs";
+        if (p.mlx5)
+            path = choose_mlx5_direct(device->context(), mlx5_direct);
+        specific.emplace_back("FASTDAPL_DATA_PATH", path);
     }
     // rdma_cm and the DAT address need an IP address of the port's interface.
     if (addr.ss_family == AF_UNSPEC || (family != AF_UNSPEC && addr.ss_family != family)) {
@@ -2359,17 +2622,19 @@ DAT_RETURN open_verbs_device(const std::string& name, std::uint8_t port, int fam
     return DAT_SUCCESS;
 }
 
-// A CQ that was armed has completions: waiters and the CNO hear of it.
-void verbs_cq_event(Evd* evd)
+// A CQ that was armed has completions (`events` read from its channel by
+// the device thread): waiters and the CNO hear of it.
+void verbs_cq_event(Evd* evd, unsigned events)
 {
     Cno* cno;
     {
         std::lock_guard lock(evd->mutex);
+        note_cq_events(evd, events);
         wake_waiters(evd);
         cno = cno_to_trigger(evd);
+        if (evd->cno.load()) // a CNO keeps the CQ armed
+            arm_cq(evd);
     }
-    if (evd->cno.load()) // a CNO keeps the CQ armed
-        ibv_req_notify_cq(evd->verbs_cq, 0);
     if (cno)
         trigger_cno(cno, evd);
 }
@@ -2424,7 +2689,7 @@ void rdma_cm_disconnected(Ia* ia, std::uint64_t id, bool orderly)
 
 void start_verbs(Ia* ia)
 {
-    ia->verbs->start({[](void* evd) { verbs_cq_event(static_cast<Evd*>(evd)); },
+    ia->verbs->start({[](void* evd, unsigned events) { verbs_cq_event(static_cast<Evd*>(evd), events); },
                       [ia](const ibv_async_event& ev) { verbs_async_event(ia, ev); }});
     ia->rdma_cm = std::make_unique<cm::RdmaCm>(cm::RdmaCm::Callbacks{
         [ia](const cm::Request& r) { cm_request(ia, r); },
@@ -2460,8 +2725,10 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     sockaddr_storage addr{};
     std::unique_ptr<verbs::Device> device;
     std::vector<std::pair<std::string, std::string>> specific;
+    bool mlx5_direct = false;
     if (verbs_ia) {
-        if (DAT_RETURN rc = open_verbs_device(device_name, port, family, device, addr, specific); rc != DAT_SUCCESS)
+        if (DAT_RETURN rc = open_verbs_device(device_name, port, family, device, addr, specific, mlx5_direct);
+            rc != DAT_SUCCESS)
             return rc;
     } else if (!resolve_address(reg->ia_params, addr)) {
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
@@ -2475,6 +2742,7 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
     ia->address = addr;
     if (verbs_ia) {
         ia->verbs = std::move(device);
+        ia->mlx5_direct = mlx5_direct;
         ia->specific = std::move(specific);
         start_verbs(ia);
     } else {
@@ -3039,9 +3307,11 @@ DAT_RETURN evd_create(DAT_IA_HANDLE handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno, 
         const int most = std::max(ia->verbs->attr().max_cqe, 1);
         evd->verbs_channel = verbs::create_channel(ia->verbs->context());
         evd->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (evd->verbs_channel && evd->wake_fd >= 0)
-            evd->verbs_cq = ibv_create_cq(ia->verbs->context(), std::min(static_cast<int>(qlen), most), evd,
-                                          evd->verbs_channel, 0);
+        const int cqe = std::min(static_cast<int>(qlen), most);
+        if (evd->verbs_channel && evd->wake_fd >= 0 && ia->mlx5_direct)
+            direct_create_cq(evd, cqe);
+        else if (evd->verbs_channel && evd->wake_fd >= 0)
+            evd->verbs_cq = ibv_create_cq(ia->verbs->context(), cqe, evd, evd->verbs_channel, 0);
         if (!evd->verbs_cq) {
             destroy_object(evd);
             return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
@@ -3170,8 +3440,9 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT* event)
 
 // Sleeps until the EVD's channel or wake fd is readable, or the deadline
 // (nullptr: none); false when the deadline passed. Takes the channel's
-// events (the device thread may have taken them first, for a CNO).
-bool sleep_on_channel(Evd* evd, const std::chrono::steady_clock::time_point* deadline)
+// events (the device thread may have taken them first, for a CNO) and
+// counts them in `cq_events`.
+bool sleep_on_channel(Evd* evd, const std::chrono::steady_clock::time_point* deadline, unsigned& cq_events)
 {
     timespec left{};
     if (deadline) {
@@ -3187,8 +3458,10 @@ bool sleep_on_channel(Evd* evd, const std::chrono::steady_clock::time_point* dea
         return false;
     ibv_cq* cq = nullptr;
     void* context = nullptr;
-    while (ibv_get_cq_event(evd->verbs_channel, &cq, &context) == 0)
+    while (ibv_get_cq_event(evd->verbs_channel, &cq, &context) == 0) {
         ibv_ack_cq_events(cq, 1);
+        ++cq_events;
+    }
     std::uint64_t v;
     [[maybe_unused]] ssize_t n = ::read(evd->wake_fd, &v, sizeof v);
     return true;
@@ -3226,13 +3499,15 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
             // Armed, then looked at once more: a completion after the look
             // makes the channel's fd readable. Sleeps on that fd, and on
             // the wake fd for everything else (posts, unwaitable, abort).
-            ibv_req_notify_cq(evd->verbs_cq, 0);
+            arm_cq(evd);
             if (ready_events(evd, threshold) >= threshold)
                 break;
             evd->fd_waiting = true;
             lock.unlock();
-            timed_out = !sleep_on_channel(evd, timeout == DAT_TIMEOUT_INFINITE ? nullptr : &deadline);
+            unsigned cq_events = 0;
+            timed_out = !sleep_on_channel(evd, timeout == DAT_TIMEOUT_INFINITE ? nullptr : &deadline, cq_events);
             lock.lock();
+            note_cq_events(evd, cq_events);
             evd->fd_waiting = false;
             continue;
         }
@@ -3244,7 +3519,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     }
     --evd->waiters;
     if (evd->verbs_cq && evd->cno.load()) // the CNO's trigger may have been taken here
-        ibv_req_notify_cq(evd->verbs_cq, 0);
+        arm_cq(evd);
     if (evd->aborted)
         return error(DAT_ABORT);
     if (evd->unwaitable_epoch != epoch)
@@ -3316,7 +3591,11 @@ DAT_RETURN evd_resize(DAT_EVD_HANDLE handle, DAT_COUNT qlen)
     // EVDs (which takes theirs).
     if (evd->cq && !evd->ia->device->resize_cq(evd->cq, static_cast<std::uint32_t>(qlen)))
         return error(DAT_INVALID_STATE); // completions arrived meanwhile and would not fit
-    if (evd->verbs_cq && ibv_resize_cq(evd->verbs_cq, qlen) != 0)
+    // A hand-polled mlx5 CQ keeps its ring (rdma-core's resize would move
+    // CQEs behind our consumer index): up to its size.
+    if (evd->direct && static_cast<std::uint32_t>(qlen) > evd->cq_view.size())
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    if (evd->verbs_cq && !evd->direct && ibv_resize_cq(evd->verbs_cq, qlen) != 0)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD); // not every device resizes
     std::lock_guard lock(evd->mutex);
     if (evd->cq)

@@ -168,15 +168,7 @@ bool clean_qp_before_destroy(ibv_qp* qp, fastpath::CompletionQueue* send_cq, fas
     attr.qp_state = IBV_QPS_RESET;
     if (ibv_modify_qp(qp, &attr, IBV_QP_STATE) != 0)
         return false;
-    auto give_back = [srq](const mlx5_cqe64* cqe) {
-        const std::uint8_t op = fastpath::CompletionQueue::opcode(cqe);
-        if (srq && op != MLX5_CQE_REQ && op != MLX5_CQE_REQ_ERR && !fastpath::CompletionQueue::is_compressed(cqe))
-            srq->complete(be16toh(cqe->wqe_counter)); // a receive: its SRQ WQE is free again
-    };
-    if (recv_cq)
-        recv_cq->clean(qp->qp_num, give_back);
-    if (send_cq && send_cq != recv_cq)
-        send_cq->clean(qp->qp_num, give_back);
+    fastpath::clean_queue_pair(qp->qp_num, send_cq, recv_cq, srq);
     return true;
 }
 

@@ -154,13 +154,13 @@ void Device::run()
                     continue;
                 ibv_cq* cq = nullptr;
                 void* context = nullptr;
-                bool any = false;
+                unsigned events = 0;
                 while (ibv_get_cq_event(it->second, &cq, &context) == 0) {
                     ibv_ack_cq_events(cq, 1); // ibv_destroy_cq waits for every event's ack
-                    any = true;
+                    ++events;
                 }
-                if (any && events_.on_cq)
-                    events_.on_cq(ready[i].data.ptr);
+                if (events > 0 && events_.on_cq)
+                    events_.on_cq(ready[i].data.ptr, events);
             }
         }
     }

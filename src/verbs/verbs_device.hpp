@@ -23,7 +23,9 @@ namespace fastdapl::verbs {
 class Device {
 public:
     struct Events { // called on the device's thread
-        std::function<void(void* cq_context)> on_cq;            // a CQ that was armed has a completion
+        // A CQ that was armed has a completion; `events` were read (and
+        // acknowledged) from its channel: an mlx5 CQ armed by hand counts them.
+        std::function<void(void* cq_context, unsigned events)> on_cq;
         std::function<void(const ibv_async_event&)> on_async;    // before the event is acknowledged
     };
 

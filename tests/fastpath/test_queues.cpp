@@ -428,3 +428,165 @@ TEST(SharedReceiveQueue, OutOfOrderCompletionsLoseAndRepeatNothing)
     for (std::uint32_t i = 0; i < kWqes; ++i)
         EXPECT_LE(users[i], 1) << i;
 }
+
+// --- cleaning a queue pair's CQEs ----------------------------------------------------
+
+namespace {
+
+constexpr std::uint32_t kQpA = 0x00a11a;
+constexpr std::uint32_t kQpB = 0x00b22b;
+
+// A CQE of queue pair `qpn` as the device writes it at producer index `pi`.
+void produce_for(FakeCq& dev, std::uint32_t pi, std::uint8_t opcode, std::uint32_t qpn, std::uint16_t counter)
+{
+    dev.produce(pi, counter);
+    mlx5_cqe64* c = dev.cqe(pi);
+    c->sop_drop_qpn = htobe32(qpn);
+    c->op_own = static_cast<std::uint8_t>((opcode << 4) | (c->op_own & MLX5_CQE_OWNER_MASK));
+}
+
+std::uint32_t qpn_at(FakeCq& dev, std::uint32_t i)
+{
+    return be32toh(dev.cqe(i)->sop_drop_qpn) & 0xffffff;
+}
+
+// Posts `n` one-segment receives with cookies first, first + 1, ...; returns how many went in.
+std::uint32_t post_receives(SharedReceiveQueue& s, std::uint32_t n, std::uint64_t first)
+{
+    std::uint32_t done = 0;
+    for (; done < n; ++done) {
+        Sge sge{0x1000 + first + done, 8, 1};
+        if (!s.post(&sge, 1, first + done))
+            break;
+    }
+    return done;
+}
+
+} // namespace
+
+TEST(CleanQueuePair, SharedCqDropsOnlyThatQpAndGivesItsSrqWqesBack)
+{
+    FakeSrq q(8, 32);
+    SharedReceiveQueue srq;
+    srq.init(q.dv, 8, q.cookies.data());
+    ASSERT_EQ(post_receives(srq, 6, 0), 6u); // a fresh free list: cookie i in WQE i
+    for (std::uint32_t i = 0; i < 6; ++i)
+        ASSERT_EQ(be64toh(q.data(i)->addr), 0x1000u + i) << i;
+    FakeCq dev(16, 64);
+    CompletionQueue cq;
+    cq.init(dev.dv);
+    struct {
+        std::uint8_t op;
+        std::uint32_t qpn;
+        std::uint16_t counter;
+    } const cqes[] = {{MLX5_CQE_REQ, kQpA, 0}, {MLX5_CQE_RESP_SEND, kQpB, 0}, {MLX5_CQE_RESP_SEND, kQpA, 1},
+                      {MLX5_CQE_REQ, kQpB, 0}, {MLX5_CQE_RESP_SEND, kQpA, 2}, {MLX5_CQE_RESP_SEND, kQpB, 3},
+                      {MLX5_CQE_REQ, kQpA, 1}, {MLX5_CQE_RESP_SEND, kQpA, 4}};
+    for (std::uint32_t pi = 0; pi < 8; ++pi)
+        produce_for(dev, pi, cqes[pi].op, cqes[pi].qpn, cqes[pi].counter);
+
+    clean_queue_pair(kQpA, &cq, &cq, &srq);
+
+    for (std::uint32_t pi = 0; pi < 8; ++pi) {
+        EXPECT_EQ(qpn_at(dev, pi), cqes[pi].qpn == kQpA ? CompletionQueue::kNoQpn : kQpB) << pi;
+        EXPECT_EQ(CompletionQueue::opcode(dev.cqe(pi)), cqes[pi].op) << pi;
+        EXPECT_EQ(be16toh(dev.cqe(pi)->wqe_counter), cqes[pi].counter) << pi;
+    }
+    EXPECT_EQ(cq.consumer_index(), 0u); // nothing consumed or published
+    EXPECT_EQ(be32toh(dev.dbrec[0]), 0u);
+    EXPECT_TRUE(cq.ready_at(7));
+    EXPECT_FALSE(cq.ready_at(8));
+    EXPECT_EQ(srq.outstanding(), 3u); // A's receives (WQEs 1, 2, 4) only, not its requester CQEs
+    EXPECT_EQ(srq.free_wqes(), 4u);
+    // The free list now runs 6, 7 and then A's WQEs in CQE order, 4 staying the sentinel.
+    EXPECT_EQ(post_receives(srq, 5, 100), 4u);
+    EXPECT_EQ(be64toh(q.data(1)->addr), 0x1000u + 102);
+    EXPECT_EQ(be64toh(q.data(2)->addr), 0x1000u + 103);
+    EXPECT_EQ(be64toh(q.data(4)->addr), 0x1000u + 4); // the sentinel is not written
+    EXPECT_EQ(be64toh(q.data(0)->addr), 0x1000u + 0); // B's WQEs are still its own
+    EXPECT_EQ(be64toh(q.data(3)->addr), 0x1000u + 3);
+    EXPECT_EQ(srq.complete(0), 0u);
+    EXPECT_EQ(srq.complete(3), 3u);
+}
+
+TEST(CleanQueuePair, SeparateCqsAreBothCleanedAndRequesterCqesGiveNothingBack)
+{
+    FakeSrq q(8, 32);
+    SharedReceiveQueue srq;
+    srq.init(q.dv, 8, q.cookies.data());
+    ASSERT_EQ(post_receives(srq, 4, 0), 4u);
+    FakeCq sdev(8, 64), rdev(8, 128);
+    CompletionQueue scq, rcq;
+    scq.init(sdev.dv);
+    rcq.init(rdev.dv);
+    // Requester counters that are also indices of posted SRQ WQEs: giving them back would show.
+    produce_for(sdev, 0, MLX5_CQE_REQ, kQpA, 1);
+    produce_for(sdev, 1, MLX5_CQE_REQ, kQpB, 2);
+    produce_for(sdev, 2, MLX5_CQE_REQ_ERR, kQpA, 3);
+    produce_for(rdev, 0, MLX5_CQE_RESP_SEND, kQpA, 2);
+    produce_for(rdev, 1, MLX5_CQE_RESP_SEND, kQpB, 3);
+    produce_for(rdev, 2, MLX5_CQE_RESP_ERR, kQpA, 0); // a flushed receive
+
+    clean_queue_pair(kQpA, &scq, &rcq, &srq);
+
+    EXPECT_EQ(qpn_at(sdev, 0), CompletionQueue::kNoQpn);
+    EXPECT_EQ(qpn_at(sdev, 1), kQpB);
+    EXPECT_EQ(qpn_at(sdev, 2), CompletionQueue::kNoQpn);
+    EXPECT_EQ(qpn_at(rdev, 0), CompletionQueue::kNoQpn);
+    EXPECT_EQ(qpn_at(rdev, 1), kQpB);
+    EXPECT_EQ(qpn_at(rdev, 2), CompletionQueue::kNoQpn);
+    EXPECT_EQ(srq.outstanding(), 2u); // WQEs 2 and 0; 1 and 3 stay posted
+    EXPECT_EQ(srq.free_wqes(), 5u);
+    EXPECT_EQ(scq.consumer_index(), 0u);
+    EXPECT_EQ(rcq.consumer_index(), 0u);
+}
+
+TEST(CleanQueuePair, WithoutSrqReceivesAreDroppedAllTheSame)
+{
+    FakeCq sdev(4, 64), rdev(4, 64);
+    CompletionQueue scq, rcq;
+    scq.init(sdev.dv);
+    rcq.init(rdev.dv);
+    produce_for(sdev, 0, MLX5_CQE_REQ, kQpA, 0);
+    produce_for(rdev, 0, MLX5_CQE_RESP_SEND, kQpA, 0);
+    produce_for(rdev, 1, MLX5_CQE_RESP_SEND_IMM, kQpB, 0);
+    produce_for(rdev, 2, MLX5_CQE_RESP_ERR, kQpA, 1);
+
+    clean_queue_pair(kQpA, &scq, &rcq, nullptr);
+
+    EXPECT_EQ(qpn_at(sdev, 0), CompletionQueue::kNoQpn);
+    EXPECT_EQ(qpn_at(rdev, 0), CompletionQueue::kNoQpn);
+    EXPECT_EQ(qpn_at(rdev, 1), kQpB);
+    EXPECT_EQ(qpn_at(rdev, 2), CompletionQueue::kNoQpn);
+    EXPECT_EQ(rcq.consumer_index(), 0u);
+}
+
+TEST(CleanQueuePair, ConsumedAndHardwareOwnedCqesAreLeftAlone)
+{
+    FakeSrq q(16, 32);
+    SharedReceiveQueue srq;
+    srq.init(q.dv, 16, q.cookies.data());
+    ASSERT_EQ(post_receives(srq, 11, 0), 11u);
+    FakeCq dev(8, 64);
+    CompletionQueue cq;
+    cq.init(dev.dv);
+    for (std::uint32_t pi = 0; pi < 8; ++pi) // a full first lap, all read
+        produce_for(dev, pi, MLX5_CQE_RESP_SEND, kQpA, static_cast<std::uint16_t>(pi));
+    for (std::uint32_t i = 0; i < 8; ++i)
+        cq.consume();
+    for (std::uint32_t pi = 8; pi < 11; ++pi) // second lap: entries 0-2; 3-7 still hold the first lap's
+        produce_for(dev, pi, MLX5_CQE_RESP_SEND, kQpA, static_cast<std::uint16_t>(pi));
+    cq.consume(); // entry 0 read
+    ASSERT_EQ(cq.consumer_index(), 9u);
+    ASSERT_FALSE(cq.ready_at(2)); // entry 3 is the device's again
+
+    clean_queue_pair(kQpA, &cq, &cq, &srq);
+
+    EXPECT_EQ(qpn_at(dev, 0), kQpA); // consumed
+    EXPECT_EQ(qpn_at(dev, 1), CompletionQueue::kNoQpn);
+    EXPECT_EQ(qpn_at(dev, 2), CompletionQueue::kNoQpn);
+    for (std::uint32_t i = 3; i < 8; ++i) // owned by hardware
+        EXPECT_EQ(qpn_at(dev, i), kQpA) << i;
+    EXPECT_EQ(srq.outstanding(), 9u); // WQEs 9 and 10 only
+    EXPECT_EQ(cq.consumer_index(), 9u);
+}

@@ -208,7 +208,9 @@ void print_ports()
             std::printf("    %-12s %s (IA \"%s-ipv6\")\n", "IPv6", fastdapl::verbs::address_text(p.address6).c_str(),
                         fastdapl::verbs::ia_name(p).c_str());
         std::printf("    %-12s %s\n", "driver", p.driver.empty() ? "(unknown)" : p.driver.c_str());
-        std::printf("    %-12s %s\n", "data path", p.mlx5 ? "mlx5 direct verbs" : "generic verbs");
+        // Whether an IA on it uses the direct path is the IA's FASTDAPL_DATA_PATH (below).
+        std::printf("    %-12s %s\n", "data path",
+                    p.mlx5 ? "mlx5: direct path with FASTDAPL_MLX5_DIRECT=1, else generic verbs" : "generic verbs");
     }
     std::printf("\n");
 }
