@@ -968,6 +968,38 @@ DAT_RETURN verbs_create_qp(Ep* ep)
     return DAT_SUCCESS;
 }
 
+// Generic path, after an SRQ endpoint's QP is destroyed: its receive
+// completions still on the CQ (or polled ahead) are taken out now and
+// their SRQ slots come back. Left there, they would be skipped when polled
+// (no EP to report to) and the slots lost to the SRQ for good.
+void verbs_drop_srq_completions(Ep* ep, std::uint32_t qpn)
+{
+    Srq* srq = ep->srq;
+    Evd* evd = ep->recv_evd;
+    with_completions_held(ep, [srq, evd, qpn] {
+        std::vector<ibv_wc> kept;
+        const auto sort = [&](const ibv_wc& wc) {
+            if (wc.qp_num != qpn)
+                kept.push_back(wc);
+            else if (wc.wr_id & kRecvTag) {
+                srq_slot_free(srq, static_cast<std::uint32_t>(wc.wr_id >> 1));
+                softnic::count_one(srq->verbs_reaped);
+            }
+        };
+        for (std::uint32_t i = 0; i < evd->polled_count; ++i)
+            sort(evd->polled[evd->polled_head + i]);
+        ibv_wc batch[32];
+        for (int n; (n = ibv_poll_cq(evd->verbs_cq, 32, batch)) > 0;)
+            for (int i = 0; i < n; ++i)
+                sort(batch[i]);
+        const std::size_t size = std::max<std::size_t>(evd->polled.size(), kept.size());
+        evd->polled = std::move(kept);
+        evd->polled_count = static_cast<std::uint32_t>(evd->polled.size());
+        evd->polled_head = 0;
+        evd->polled.resize(size);
+    });
+}
+
 // Every request of a verbs EP has completed (and been reaped).
 bool verbs_requests_done(const Ep* ep)
 {
@@ -1012,14 +1044,17 @@ void drop_qp(Ep* ep)
 {
     if (ibv_qp* qp = ep->verbs_qp) {
         // Generic path: its completions still on the CQs are skipped when
-        // polled (no EP has its number any more). Direct path: its CQEs are
-        // cleaned before the destroy (SRQ WQEs come back).
+        // polled (no EP has its number any more), except an SRQ endpoint's
+        // receives, whose slots are taken back at once. Direct path: its
+        // CQEs are cleaned before the destroy (SRQ WQEs come back).
         if (ep->direct)
             direct_clean_qp(ep, qp);
         const std::uint32_t qpn = qp->qp_num;
         ep->ia->verbs_eps.erase(qpn);
         ibv_destroy_qp(qp);
         ep->verbs_qp = nullptr;
+        if (ep->srq && !ep->direct)
+            verbs_drop_srq_completions(ep, qpn); // after the destroy: no more come
         direct_release_domain(ep); // after its last QP
         ep->direct = false;
         return;

@@ -652,9 +652,6 @@ TEST_F(Srq, HundredConnectionsShareOneSrq)
 
 TEST_F(Srq, FreeingAnEndpointGivesBackTheBuffersOfItsUnreapedCompletions)
 {
-    if (ia_is_verbs(ia))
-        GTEST_SKIP() << "verbs IA: an SRQ buffer's take is not visible before its completion is polled, so "
-                        "available_dto_count is posted minus reaped (README, On verbs IAs)";
     DAT_SRQ_HANDLE srq = make_srq(4);
     for (std::uint64_t slot = 0; slot < 4; ++slot)
         ASSERT_EQ(post(srq, slot), kOk);
@@ -662,7 +659,14 @@ TEST_F(Srq, FreeingAnEndpointGivesBackTheBuffersOfItsUnreapedCompletions)
     connect_pair(srq, active, passive, srq_attr());
     send(active, {0, 0}, 0);
     send(active, {0, 1}, 1);
-    ASSERT_TRUE(eventually([&] { return query(srq).available_dto_count == 2; }));
+    if (ia_is_verbs(ia)) {
+        // A device's take is not visible (available is posted minus reaped):
+        // the sends' completions say the receives were consumed.
+        EXPECT_EQ(completion(dto_a).status, DAT_DTO_SUCCESS);
+        EXPECT_EQ(completion(dto_a).status, DAT_DTO_SUCCESS);
+    } else {
+        ASSERT_TRUE(eventually([&] { return query(srq).available_dto_count == 2; }));
+    }
     EXPECT_EQ(query(srq).outstanding_dto_count, 4);
     ASSERT_EQ(dat_ep_free(passive), kOk); // two completions never reaped
     EXPECT_EQ(query(srq).outstanding_dto_count, 2);
