@@ -2784,6 +2784,9 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
         ia->device = std::make_unique<softnic::Device>();
     }
     ia->specific.emplace_back("DAT_IB_TRANSPORT_MTU", verbs_ia ? mtu_text(ia->verbs->port_attr().active_mtu) : "4096");
+    // Every IA reads remote memory; consumers written for the reference
+    // (its dtest) look for this name before they post RDMA reads.
+    ia->specific.emplace_back("DAT_IB_RDMA_READ", "TRUE");
     for (const auto& [k, v] : ia->specific)
         ia->specific_attrs.push_back({k.c_str(), v.c_str()});
     // FASTDAPL_SOFTNIC_INLINE=0: every post wakes the engine thread (to
