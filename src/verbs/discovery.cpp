@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,7 +26,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSysInfiniband = "/sys/class/infiniband";
+// Where sysfs is: "/sys", or FASTDAPL_SYSFS_ROOT, a test hook (tests/fake_mlx5
+// builds a small tree there for its software mlx5 device). Both
+// <root>/class/infiniband and <root>/class/net are read under it.
+fs::path sysfs_root()
+{
+    const char* root = std::getenv("FASTDAPL_SYSFS_ROOT");
+    return root && *root ? fs::path(root) : fs::path("/sys");
+}
+fs::path sys_infiniband() { return sysfs_root() / "class" / "infiniband"; }
+fs::path sys_net() { return sysfs_root() / "class" / "net"; }
 
 // The first line of a sysfs file; "" when it is absent or unreadable (an
 // empty GID table entry answers reads with EINVAL).
@@ -161,7 +171,7 @@ std::string ipoib_netdev(const fs::path& sys, std::uint8_t port, const std::vect
     std::sort(names.begin(), names.end());
     std::string first_of_port, with_address;
     for (const auto& n : names) {
-        const std::string dev_port = read_line(fs::path("/sys/class/net") / n / "dev_port");
+        const std::string dev_port = read_line(sys_net() / n / "dev_port");
         if (dev_port != std::to_string(port - 1))
             continue;
         if (first_of_port.empty())
@@ -243,7 +253,7 @@ void discover_device(ibv_device* device, const std::vector<IfAddress>& addresses
     if (!raw_name)
         return;
     const std::string name = raw_name;
-    const fs::path sys = kSysInfiniband / name;
+    const fs::path sys = sys_infiniband() / name;
     bool mlx5 = false;
 #ifdef FASTDAPL_HAVE_MLX5DV
     mlx5 = mlx5dv_is_supported(device);
@@ -277,7 +287,7 @@ std::vector<PortInfo> discover_ports()
         // Without kernel support there is nothing to find; do not let
         // libibverbs look (it may warn on stderr).
         std::error_code ec;
-        if (!fs::is_directory(kSysInfiniband, ec))
+        if (!fs::is_directory(sys_infiniband(), ec))
             return out;
         int n = 0;
         ibv_device** devices = ibv_get_device_list(&n);

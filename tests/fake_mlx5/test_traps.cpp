@@ -1,0 +1,115 @@
+// The software mlx5 device's traps fire (the point of the model): each
+// misuse that real mlx5/rdma-core would not report aborts with a message.
+// Linked to the model directly, so verbs calls here reach it.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "queues.hpp"
+
+#include <gtest/gtest.h>
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+
+namespace {
+
+struct Traps : ::testing::Test {
+    void SetUp() override
+    {
+        GTEST_FLAG_SET(death_test_style, "threadsafe"); // the model runs threads
+        ibv_device** list = ibv_get_device_list(nullptr);
+        ctx = ibv_open_device(list[0]);
+        ibv_free_device_list(list);
+        pd = ibv_alloc_pd(ctx);
+        ibv_td_init_attr ta{};
+        td = ibv_alloc_td(ctx, &ta);
+        ibv_parent_domain_init_attr pa{};
+        pa.pd = pd;
+        pa.td = td;
+        parent = ibv_alloc_parent_domain(ctx, &pa);
+        ibv_cq_init_attr_ex ca{};
+        ca.cqe = 16;
+        mlx5dv_cq_init_attr dv{};
+        cq = ibv_cq_ex_to_cq(mlx5dv_create_cq(ctx, &ca, &dv));
+        ASSERT_TRUE(ctx && parent && cq);
+    }
+    ibv_qp* qp(ibv_pd* on, bool no_scatter = true)
+    {
+        ibv_qp_init_attr_ex a{};
+        a.qp_type = IBV_QPT_RC;
+        a.send_cq = a.recv_cq = cq;
+        a.cap = {8, 8, 1, 1, 0};
+        a.comp_mask = IBV_QP_INIT_ATTR_PD;
+        a.pd = on;
+        mlx5dv_qp_init_attr dv{};
+        dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+        dv.create_flags = no_scatter ? MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE : 0;
+        return mlx5dv_create_qp(ctx, &a, &dv);
+    }
+    void take_cq(mlx5dv_cq& out)
+    {
+        mlx5dv_obj obj{};
+        obj.cq.in = cq;
+        obj.cq.out = &out;
+        ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ), 0);
+    }
+    void to_state(ibv_qp* q, ibv_qp_state s)
+    {
+        ibv_qp_attr a{};
+        a.qp_state = s;
+        ASSERT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE), 0);
+    }
+    ibv_context* ctx = nullptr;
+    ibv_pd *pd = nullptr, *parent = nullptr;
+    ibv_td* td = nullptr;
+    ibv_cq* cq = nullptr;
+};
+
+TEST_F(Traps, PollOrArmOfADvOwnedCq)
+{
+    mlx5dv_cq dv;
+    take_cq(dv);
+    ibv_wc wc;
+    EXPECT_DEATH(ibv_poll_cq(cq, 1, &wc), "ibv_poll_cq on CQ .* mlx5dv_init_obj");
+    EXPECT_DEATH(ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq on CQ");
+}
+
+TEST_F(Traps, QpCreationRules)
+{
+    EXPECT_DEATH(qp(parent, false), "DISABLE_SCATTER_TO_CQE");
+    EXPECT_DEATH(qp(pd), "not on a parent domain with a thread domain");
+    ASSERT_NE(qp(parent), nullptr);
+    EXPECT_DEATH(qp(parent), "a second QP on thread domain");
+}
+
+TEST_F(Traps, DestroyWithoutResetOrWithCqesLeft)
+{
+    mlx5dv_cq dv;
+    take_cq(dv);
+    ibv_qp* q = qp(parent);
+    ASSERT_NE(q, nullptr);
+    to_state(q, IBV_QPS_INIT);
+    EXPECT_DEATH(ibv_destroy_qp(q), "not moved to RESET first");
+    // A receive posted in INIT flushes at ERROR: one CQE of this QP.
+    mlx5dv_qp dq{};
+    mlx5dv_obj obj{};
+    obj.qp.in = q;
+    obj.qp.out = &dq;
+    ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP), 0);
+    std::vector<std::uint64_t> cookies(dq.rq.wqe_cnt);
+    fastdapl::fastpath::RecvQueue rq;
+    rq.init(dq, cookies.data());
+    static char buf[64];
+    const fastdapl::fastpath::Sge sge{reinterpret_cast<std::uintptr_t>(buf), sizeof buf, 0};
+    ASSERT_TRUE(rq.post(&sge, 1, 7));
+    to_state(q, IBV_QPS_ERR);
+    to_state(q, IBV_QPS_RESET);
+    fastdapl::fastpath::CompletionQueue view;
+    view.init(dv);
+    for (int i = 0; i < 1000 && !view.peek(); ++i)
+        usleep(1000);
+    ASSERT_NE(view.peek(), nullptr);
+    EXPECT_DEATH(ibv_destroy_qp(q), "CQEs of it still in DV-owned CQ");
+    fastdapl::fastpath::clean_queue_pair(q->qp_num, &view, &view, nullptr);
+    EXPECT_EQ(ibv_destroy_qp(q), 0); // cleaned: fine
+}
+
+} // namespace
