@@ -73,10 +73,12 @@ struct Qp {
     std::uint32_t reset_db[2] = {0, 0}; // doorbell records when it entered RESET
 };
 
-extern std::recursive_mutex g_mu; // every object table; never taken under the softnic's lock
+// The model's state is never destroyed: its threads (the pump, the softnic's
+// engine) run until the process exits, after static destructors.
+extern std::recursive_mutex& g_mu; // every object table; never taken under the softnic's lock
 // Destroys wait (g_mu held once) for their object's events to be acknowledged,
 // as rdma-core does; an acknowledgement that never comes is a trap.
-extern std::condition_variable_any g_acked;
+extern std::condition_variable_any& g_acked;
 template <class Pred>
 void wait_acked(std::unique_lock<std::recursive_mutex>& lock, Pred done, const char* what)
 {

@@ -46,7 +46,7 @@ struct Id {
     rdma_conn_param asked{}; // a request's parameters, for the passive side's event
 };
 
-std::vector<Id*> g_ids;
+std::vector<Id*>& g_ids = *new std::vector<Id*>; // never destroyed, as g_mu
 
 Id* id_of(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
 sockaddr* src(Id* i) { return &i->id.route.addr.src_addr; }

@@ -89,14 +89,14 @@ struct Srq {
     int users = 0;
 };
 
-std::recursive_mutex g_mu;
-std::condition_variable_any g_acked;
+std::recursive_mutex& g_mu = *new std::recursive_mutex;
+std::condition_variable_any& g_acked = *new std::condition_variable_any;
 
 namespace {
 
-std::vector<Qp*> g_qps;
-std::vector<Cq*> g_cqs;
-std::vector<Srq*> g_srqs;
+std::vector<Qp*>& g_qps = *new std::vector<Qp*>;
+std::vector<Cq*>& g_cqs = *new std::vector<Cq*>;
+std::vector<Srq*>& g_srqs = *new std::vector<Srq*>;
 std::uint32_t g_next_cqn = 1;
 Context* g_shared = nullptr;
 ibv_device g_device{};
