@@ -9,6 +9,8 @@
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
+#include <vector>
+
 namespace {
 
 struct Traps : ::testing::Test {
@@ -31,6 +33,18 @@ struct Traps : ::testing::Test {
         cq = ibv_cq_ex_to_cq(mlx5dv_create_cq(ctx, &ca, &dv));
         ASSERT_TRUE(ctx && parent && cq);
     }
+    // Everything goes back, in the order verbs requires (a leak is a failure
+    // under LeakSanitizer, and a refused destroy here would show one).
+    void TearDown() override
+    {
+        for (ibv_qp* q : qps)
+            EXPECT_EQ(ibv_destroy_qp(q), 0);
+        EXPECT_EQ(ibv_destroy_cq(cq), 0);
+        EXPECT_EQ(ibv_dealloc_pd(parent), 0);
+        EXPECT_EQ(ibv_dealloc_td(td), 0);
+        EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+        EXPECT_EQ(ibv_close_device(ctx), 0);
+    }
     ibv_qp* qp(ibv_pd* on, bool no_scatter = true)
     {
         ibv_qp_init_attr_ex a{};
@@ -42,7 +56,10 @@ struct Traps : ::testing::Test {
         mlx5dv_qp_init_attr dv{};
         dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
         dv.create_flags = no_scatter ? MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE : 0;
-        return mlx5dv_create_qp(ctx, &a, &dv);
+        ibv_qp* q = mlx5dv_create_qp(ctx, &a, &dv);
+        if (q)
+            qps.push_back(q);
+        return q;
     }
     void take_cq(mlx5dv_cq& out)
     {
@@ -61,6 +78,7 @@ struct Traps : ::testing::Test {
     ibv_pd *pd = nullptr, *parent = nullptr;
     ibv_td* td = nullptr;
     ibv_cq* cq = nullptr;
+    std::vector<ibv_qp*> qps; // still to destroy
 };
 
 TEST_F(Traps, PollOrArmOfADvOwnedCq)
@@ -110,6 +128,7 @@ TEST_F(Traps, DestroyWithoutResetOrWithCqesLeft)
     EXPECT_DEATH(ibv_destroy_qp(q), "CQEs of it still in DV-owned CQ");
     fastdapl::fastpath::clean_queue_pair(q->qp_num, &view, &view, nullptr);
     EXPECT_EQ(ibv_destroy_qp(q), 0); // cleaned: fine
+    qps.clear();
 }
 
 } // namespace
