@@ -308,6 +308,35 @@ void verbs_completion_broke(Ep* ep, Evd* locked)
     }
 }
 
+// Every request of a verbs EP has completed (and been reaped).
+bool verbs_requests_done(const Ep* ep)
+{
+    return ep->direct ? ep->sq.outstanding_bbs() == 0 : ep->verbs_send_posted == ep->verbs_send_retired;
+}
+
+// After a verbs EP's completion was turned into an event (either data
+// path; `locked`'s lock held): an error other than a flush breaks the
+// connection, and a graceful disconnect ends once its requests drained.
+void verbs_completion_reaped(Ep* ep, Evd* locked, DAT_DTO_COMPLETION_STATUS status, bool request)
+{
+    if (status != DAT_DTO_SUCCESS && status != DAT_DTO_ERR_FLUSHED) [[unlikely]]
+        verbs_completion_broke(ep, locked);
+    else if (request && ep->state.load(std::memory_order_relaxed) == DAT_EP_STATE_DISCONNECT_PENDING &&
+             verbs_requests_done(ep))
+        ep->ia->rdma_cm->disconnect(ep->rdma_cm_id);
+}
+
+// A DTO completion event of `ep` on `evd`, its data left for the caller.
+DAT_DTO_COMPLETION_EVENT_DATA& begin_dto_event(DAT_EVENT& e, Evd* evd, Ep* ep)
+{
+    std::memset(&e, 0, sizeof e);
+    e.event_number = DAT_DTO_COMPLETION_EVENT;
+    e.evd_handle = evd;
+    auto& d = e.event_data.dto_completion_event_data;
+    d.ep_handle = ep;
+    return d;
+}
+
 // Work completions polled ahead into the EVD's buffer (its lock held).
 std::uint32_t verbs_poll(Evd* evd)
 {
@@ -345,11 +374,7 @@ bool verbs_take_completion(Evd* evd, DAT_EVENT& e)
                          ibv_wc_status_str(wc.status), wc.vendor_err, static_cast<unsigned long long>(wc.wr_id));
         if (!ep) // its EP is gone: nothing to report the completion to
             continue;
-        std::memset(&e, 0, sizeof e);
-        e.event_number = DAT_DTO_COMPLETION_EVENT;
-        e.evd_handle = evd;
-        auto& d = e.event_data.dto_completion_event_data;
-        d.ep_handle = ep;
+        auto& d = begin_dto_event(e, evd, ep);
         d.status = status_of_wc(wc.status);
         if (!(wc.wr_id & kRecvTag)) {
             const std::uint64_t seq = wc.wr_id >> 1;
@@ -359,9 +384,6 @@ bool verbs_take_completion(Evd* evd, DAT_EVENT& e)
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? s.length : 0;
             if (seq + 1 > ep->verbs_send_retired) // earlier unsignalled requests are done too
                 ep->verbs_send_retired = seq + 1;
-            if (ep->state.load(std::memory_order_relaxed) == DAT_EP_STATE_DISCONNECT_PENDING &&
-                ep->verbs_send_retired == ep->verbs_send_posted)
-                ep->ia->rdma_cm->disconnect(ep->rdma_cm_id); // the graceful disconnect's requests drained
         } else {
             const auto slot = static_cast<std::uint32_t>(wc.wr_id >> 1);
             if (Srq* srq = ep->srq) {
@@ -377,8 +399,7 @@ bool verbs_take_completion(Evd* evd, DAT_EVENT& e)
             d.operation = DAT_DTO_RECEIVE;
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? wc.byte_len : 0;
         }
-        if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) [[unlikely]]
-            verbs_completion_broke(ep, evd);
+        verbs_completion_reaped(ep, evd, d.status, !(wc.wr_id & kRecvTag));
         return true;
     }
 }
@@ -585,11 +606,7 @@ bool take_mlx5_completion(Evd* evd, DAT_EVENT& e)
             evd->cq_view.publish_consumer_index();
             continue;
         }
-        std::memset(&e, 0, sizeof e);
-        e.event_number = DAT_DTO_COMPLETION_EVENT;
-        e.evd_handle = evd;
-        auto& d = e.event_data.dto_completion_event_data;
-        d.ep_handle = ep;
+        auto& d = begin_dto_event(e, evd, ep);
         d.status = attention ? fastpath::CompletionQueue::status(cqe) : DAT_DTO_SUCCESS;
         if (request) {
             const fastpath::SendSlot& slot = ep->sq.slot(counter);
@@ -616,13 +633,8 @@ bool take_mlx5_completion(Evd* evd, DAT_EVENT& e)
         // Released only now: the device may reuse the entry once it is published.
         evd->cq_view.consume();
         evd->cq_view.publish_consumer_index();
-        if constexpr (Direct) { // the softnic ends its connections itself
-            if (d.status != DAT_DTO_SUCCESS && d.status != DAT_DTO_ERR_FLUSHED)
-                verbs_completion_broke(ep, evd);
-            else if (request && ep->state.load(std::memory_order_relaxed) == DAT_EP_STATE_DISCONNECT_PENDING &&
-                     ep->sq.outstanding_bbs() == 0)
-                ep->ia->rdma_cm->disconnect(ep->rdma_cm_id); // the graceful disconnect's requests drained
-        }
+        if constexpr (Direct) // the softnic ends its connections itself
+            verbs_completion_reaped(ep, evd, d.status, request);
         return true;
     }
 }
@@ -998,12 +1010,6 @@ void verbs_drop_srq_completions(Ep* ep, std::uint32_t qpn)
         evd->polled_head = 0;
         evd->polled.resize(size);
     });
-}
-
-// Every request of a verbs EP has completed (and been reaped).
-bool verbs_requests_done(const Ep* ep)
-{
-    return ep->direct ? ep->sq.outstanding_bbs() == 0 : ep->verbs_send_posted == ep->verbs_send_retired;
 }
 
 // The queue pair needs its PZ and both DTO EVDs; built when all are known.
