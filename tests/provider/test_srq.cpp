@@ -573,6 +573,44 @@ TEST_F(Srq, ResizeNeverLosesABuffer)
     EXPECT_EQ(type_of(post(srq, 2)), t(DAT_INSUFFICIENT_RESOURCES));
 }
 
+// On a device: the argument and state errors are the softnic's; growing is
+// the device's to grant (refused on the mlx5 direct path, whose SRQ ring is
+// fixed); shrinking lowers what may be outstanding, and posts still land.
+TEST_F(Srq, ResizeOnADevice)
+{
+    if (!ia_is_verbs(ia))
+        GTEST_SKIP() << "softnic IA: ResizeNeverLosesABuffer covers it";
+    DAT_SRQ_HANDLE srq = make_srq(4);
+    for (std::uint64_t slot = 0; slot < 4; ++slot)
+        ASSERT_EQ(post(srq, slot), kOk);
+    EXPECT_EQ(type_of(dat_srq_resize(srq, 0)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_srq_resize(srq, 3)), t(DAT_INVALID_STATE)); // below outstanding
+    EXPECT_EQ(type_of(dat_srq_resize(DAT_HANDLE_NULL, 8)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_srq_resize(srq, 1 << 20)), t(DAT_INSUFFICIENT_RESOURCES));
+    const DAT_RETURN grow = dat_srq_resize(srq, 64);
+    if (ia_is_mlx5_direct(ia))
+        EXPECT_EQ(type_of(grow), t(DAT_INSUFFICIENT_RESOURCES));
+    else
+        EXPECT_TRUE(grow == kOk || type_of(grow) == t(DAT_INSUFFICIENT_RESOURCES)) << std::hex << grow;
+    EXPECT_EQ(query(srq).max_recv_dtos, grow == kOk ? 64 : 4);
+    EXPECT_EQ(query(srq).outstanding_dto_count, 4); // nothing lost either way
+    if (grow == kOk)
+        EXPECT_EQ(post(srq, 4), kOk);
+    else
+        EXPECT_EQ(type_of(post(srq, 4)), t(DAT_INSUFFICIENT_RESOURCES));
+    // Delivered from whatever was posted, in order on one connection.
+    DAT_EP_HANDLE active, passive;
+    connect_pair(srq, active, passive, srq_attr());
+    for (std::uint32_t i = 0; i < 4; ++i)
+        send(active, {0, i}, i);
+    for (std::uint32_t i = 0; i < 4; ++i) {
+        const DAT_DTO_COMPLETION_EVENT_DATA d = completion(dto_b);
+        ASSERT_EQ(d.status, DAT_DTO_SUCCESS);
+        EXPECT_EQ(received(d.user_cookie.as_64).sequence, i);
+        EXPECT_EQ(completion(dto_a).status, DAT_DTO_SUCCESS);
+    }
+}
+
 TEST_F(Srq, ReceiveCompletionsFollowTheEndpointsRecvCompletionFlags)
 {
     // A solicited-wait SRQ endpoint feeds its recv EVD without a threshold
