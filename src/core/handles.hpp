@@ -1,19 +1,23 @@
-// Provider objects and their handles: every DAT handle the provider gives out
-// points into one arena whose memory stays mapped for the library's lifetime,
-// so a stale, freed or foreign handle is recognised instead of dereferenced.
+// Handles: every DAT handle the provider gives out points into one arena
+// whose memory stays mapped for the library's lifetime, so a stale, freed or
+// foreign handle is recognised instead of dereferenced. The check is a few
+// inline instructions: it runs on every call, the data path's included.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #pragma once
 
 #include <dat2/udat.h>
+// after udat.h, which it needs first
 #include <dat2/dat_registry.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <new>
+#include <type_traits>
 
 namespace fastdapl::core {
 
@@ -37,36 +41,40 @@ class Arena {
 public:
     static constexpr std::size_t kSlotSize = 2048;
 
-    static Arena& instance();
-
     void* allocate();
     void release(void* slot);
 
     // True when `p` is the start of a slot handed out at some point: only
-    // then may its header be read.
+    // then may its header be read. The reservation is page aligned, so slot
+    // starts are exactly the kSlotSize-aligned addresses in it.
     bool contains(const void* p) const
     {
         const auto v = reinterpret_cast<std::uintptr_t>(p);
-        const auto b = reinterpret_cast<std::uintptr_t>(base_);
-        return v >= b && v < b + used_.load(std::memory_order_acquire) * kSlotSize && (v - b) % kSlotSize == 0;
+        const std::uintptr_t end = end_.load(std::memory_order_acquire);
+        return v < end && v >= base_.load(std::memory_order_relaxed) && (v & (kSlotSize - 1)) == 0;
     }
 
 private:
-    Arena();
-    std::uint8_t* base_ = nullptr;
+    bool reserve(); // the mutex held
+    std::atomic<std::uintptr_t> base_{0};
+    std::atomic<std::uintptr_t> end_{0}; // one past the last slot handed out
     std::size_t reserved_slots_ = 0;
     std::size_t committed_slots_ = 0;
-    std::atomic<std::size_t> used_{0};
+    std::size_t used_slots_ = 0;
     std::deque<std::size_t> free_;
     std::mutex mutex_;
 };
+
+// The one arena (its memory is never unmapped: a stale handle stays
+// readable for as long as the process lives).
+extern Arena g_arena;
 
 // Creates a T (derived from Object) in the arena.
 template <typename T, typename... Args>
 T* make_object(Args&&... args)
 {
     static_assert(sizeof(T) <= Arena::kSlotSize, "object too large for an arena slot");
-    void* slot = Arena::instance().allocate();
+    void* slot = g_arena.allocate();
     if (!slot)
         return nullptr;
     T* obj = new (slot) T(std::forward<Args>(args)...);
@@ -83,17 +91,17 @@ void destroy_object(T* obj)
     obj->~T();
     // The slot's head stays readable and no longer carries the magic.
     static_cast<Object*>(static_cast<void*>(obj))->magic = 0;
-    Arena::instance().release(obj);
+    g_arena.release(obj);
 }
 
 // The live object of type T a handle names, or nullptr.
 template <typename T>
-T* from_handle(DAT_HANDLE h)
+inline T* from_handle(DAT_HANDLE h)
 {
-    if (!Arena::instance().contains(h))
+    if (!g_arena.contains(h)) [[unlikely]]
         return nullptr;
     auto* o = static_cast<Object*>(h);
-    if (o->magic != kObjectMagic || o->type != T::kHandleType)
+    if (o->magic != kObjectMagic || o->type != T::kHandleType) [[unlikely]]
         return nullptr;
     return static_cast<T*>(o);
 }
@@ -101,7 +109,7 @@ T* from_handle(DAT_HANDLE h)
 // Any live object, whatever its type.
 inline Object* any_object(DAT_HANDLE h)
 {
-    if (!Arena::instance().contains(h))
+    if (!g_arena.contains(h))
         return nullptr;
     auto* o = static_cast<Object*>(h);
     return o->magic == kObjectMagic ? o : nullptr;
@@ -111,5 +119,23 @@ constexpr DAT_RETURN error(DAT_RETURN type, DAT_RETURN subtype = 0)
 {
     return static_cast<DAT_RETURN>(DAT_CLASS_ERROR) | type | subtype;
 }
+
+inline DAT_RETURN not_supported()
+{
+    return error(DAT_MODEL_NOT_SUPPORTED);
+}
+
+// An enum field as the integer the consumer stored: it may hold any value,
+// and reading it as the enum type would be undefined for unknown ones.
+template <typename E>
+std::underlying_type_t<E> raw(const E& field)
+{
+    std::underlying_type_t<E> v;
+    std::memcpy(&v, &field, sizeof v);
+    return v;
+}
+
+// FASTDAPL_DEBUG set: reasons for failures go to stderr.
+extern const bool g_debug;
 
 } // namespace fastdapl::core

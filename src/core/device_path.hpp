@@ -1,0 +1,113 @@
+// The seam between the object model and the devices: chosen once, at
+// dat_ia_open, by the IA's ia_params. A DevicePath is the control plane of
+// one device kind (protection domains, memory registration, completion
+// queues, queue pairs, SRQs, the limits the IA reports); the queue engines
+// it creates for EVDs, EPs and SRQs carry each object's data path, and
+// data_path.hpp is the one place that dispatches between them.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include "handles.hpp"
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fastdapl::core {
+
+class ConnectionManager;
+class Ep;
+class Evd;
+class Lmr;
+class Pz;
+class Srq;
+
+// The device kinds. An object copies its IA's kind when it is created, so
+// the data path dispatches on a byte of the object itself.
+enum class PathKind : std::uint8_t {
+    softnic, // the software NIC (src/softnic): mlx5 queues over TCP
+    verbs,   // any rdma-core device through ibv_post_*/ibv_poll_cq
+    mlx5,    // an mlx5 device: rdma-core control objects, queues in src/fastpath
+};
+
+// Bases of the per-kind queue engines (paths/*.hpp): what an EP, a DTO EVD
+// and an SRQ point at. Empty: only the engine of the object's kind knows
+// its layout.
+struct EpQueues {};
+struct EvdCompletions {};
+struct SrqRing {};
+
+class DevicePath {
+public:
+    explicit DevicePath(PathKind kind) : kind_(kind) {}
+    virtual ~DevicePath() = default;
+    DevicePath(const DevicePath&) = delete;
+    DevicePath& operator=(const DevicePath&) = delete;
+
+    PathKind kind() const { return kind_; }
+
+    // The connection manager of this kind (the socket CM or rdma_cm), made
+    // once the IA exists: its callbacks name the IA.
+    virtual std::unique_ptr<ConnectionManager> make_connections(Ia& ia) = 0;
+
+    // Limits: the device's own over the provider's defaults.
+    virtual void limit_ia_attr(DAT_IA_ATTR& attr) const = 0;
+    // Whether endpoints' high watermarks can be kept (the device shows when
+    // an endpoint takes an SRQ buffer), and whether an SRQ endpoint may be
+    // in another PZ than its SRQ.
+    virtual bool high_watermarks() const = 0;
+    virtual bool split_pz() const = 0;
+
+    virtual DAT_RETURN create_pd(Pz& pz) = 0;
+    virtual void destroy_pd(Pz& pz) = 0;
+
+    // Sets lmr.lmr_context and lmr.rmr_context.
+    virtual DAT_RETURN register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_t length) = 0;
+    virtual void deregister_memory(Lmr& lmr) = 0;
+
+    // A DTO EVD's completion engine (evd.completions), sized for evd.qlen.
+    virtual DAT_RETURN create_completions(Evd& evd) = 0;
+    virtual DAT_RETURN resize_completions(Evd& evd, DAT_COUNT qlen) = 0;
+    virtual void destroy_completions(Evd& evd) = 0;
+    // A CNO is (linked) or is no longer (!linked) fed by this EVD: its
+    // completions must trigger it without a waiter.
+    virtual void watch_completions(Evd& evd, bool linked) = 0;
+
+    // An EP's queue pair and queues (ep.queues), for its PZ, EVDs and sizes.
+    virtual DAT_RETURN create_queues(Ep& ep) = 0;
+    // It stops, its completions not yet reaped are dropped from the EVDs
+    // (an SRQ's buffers they name go back), and it goes.
+    virtual void destroy_queues(Ep& ep) = 0;
+    // The endpoint's receive watermarks changed (high_watermarks() only):
+    // true when the soft one is crossed already.
+    virtual bool apply_watermarks(Ep& ep) = 0;
+
+    virtual DAT_RETURN create_srq(Srq& srq) = 0;
+    // Room for `qlen` outstanding receives; nothing posted is lost.
+    virtual DAT_RETURN grow_srq(Srq& srq, DAT_COUNT qlen) = 0;
+    // Arms the low watermark; true when fewer than it are available now
+    // (the one event of this arming is the caller's to post).
+    virtual DAT_RETURN arm_srq_limit(Srq& srq, DAT_COUNT low_watermark, bool& below_now) = 0;
+    virtual void destroy_srq(Srq& srq) = 0;
+
+private:
+    const PathKind kind_;
+};
+
+} // namespace fastdapl::core
+
+namespace fastdapl::core {
+
+// The device path an IA's ia_params name (paths/open.cpp): "verbs:<dev>:<port>[:ipv4|:ipv6]"
+// for an rdma-core port (the mlx5 kind where chosen), else the softnic on
+// an interface or IPv4 address. Also the IA's address and the
+// provider-specific attributes that say which device and path it took.
+DAT_RETURN open_device_path(const std::string& ia_params, std::unique_ptr<DevicePath>& path, sockaddr_storage& address,
+                            std::vector<std::pair<std::string, std::string>>& specific);
+
+} // namespace fastdapl::core

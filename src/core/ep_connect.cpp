@@ -1,0 +1,209 @@
+// Endpoint connections: connect, disconnect, the CM's results, and the
+// connection events.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "address.hpp" // src/cm: sockaddr helpers, no CM state
+#include "api.hpp"
+#include "data_path.hpp"
+#include "ep.hpp"
+#include "ia.hpp"
+#include "service_point.hpp"
+
+#include <dat2/fastdapl.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace fastdapl::core {
+
+void post_connection_event(Ep* ep, DAT_EVENT_NUMBER number, const std::uint8_t* pdata, std::uint32_t size)
+{
+    if (!ep->connect_evd)
+        return;
+    size = std::min<std::uint32_t>(size, kMaxConnectionPrivateData);
+    ep->event_pdata_size = size;
+    if (size)
+        std::memcpy(ep->event_pdata, pdata, size);
+    DAT_EVENT e{};
+    e.event_number = number;
+    e.evd_handle = ep->connect_evd;
+    e.event_data.connect_event_data.ep_handle = ep;
+    e.event_data.connect_event_data.private_data_size = static_cast<DAT_COUNT>(size);
+    e.event_data.connect_event_data.private_data = size ? ep->event_pdata : nullptr;
+    if (!post_event(ep->connect_evd, e))
+        report_overflow(ep->connect_evd); // the event is lost; the connection is not affected
+}
+
+// An SRQ endpoint also reports on the async EVD that it will take no more
+// buffers from the SRQ (what IB calls "last WQE reached"; the reference does
+// the same, and its dtestsrq waits for it): the consumer may free it then.
+void post_connection_end(Ep* ep, DAT_EVENT_NUMBER number)
+{
+    post_connection_event(ep, number, nullptr, 0);
+    if (ep->srq)
+        post_async(ep->ia, DAT_ASYNC_ERROR_EP_BROKEN, ep, DAT_EP_TRANSFER_TO_ERROR);
+}
+
+void ep_connection_ended(Ep* ep, bool orderly)
+{
+    for (DAT_EP_STATE from : {DAT_EP_STATE_CONNECTED, DAT_EP_STATE_DISCONNECT_PENDING}) {
+        if (ep->state.compare_exchange_strong(from, DAT_EP_STATE_DISCONNECTED)) {
+            post_connection_end(ep, orderly ? DAT_CONNECTION_EVENT_DISCONNECTED : DAT_CONNECTION_EVENT_BROKEN);
+            return;
+        }
+    }
+}
+
+void ep_completion_broke(Ep* ep, Evd* locked)
+{
+    for (DAT_EP_STATE from : {DAT_EP_STATE_CONNECTED, DAT_EP_STATE_DISCONNECT_PENDING}) {
+        if (!ep->state.compare_exchange_strong(from, DAT_EP_STATE_DISCONNECTED))
+            continue;
+        if (ep->connect_evd == locked) { // the event goes straight into the EVD whose lock is held
+            DAT_EVENT e{};
+            e.event_number = DAT_CONNECTION_EVENT_BROKEN;
+            e.evd_handle = locked;
+            e.event_data.connect_event_data.ep_handle = ep;
+            ep->event_pdata_size = 0;
+            if (static_cast<DAT_COUNT>(locked->events.size()) < locked->qlen)
+                locked->events.push_back(e);
+            else
+                report_overflow(locked);
+            if (ep->srq)
+                post_async(ep->ia, DAT_ASYNC_ERROR_EP_BROKEN, ep, DAT_EP_TRANSFER_TO_ERROR);
+        } else {
+            post_connection_end(ep, DAT_CONNECTION_EVENT_BROKEN);
+        }
+        ep->ia->cm->close(*ep);
+        return;
+    }
+}
+
+void ep_soft_watermark(void* context)
+{
+    auto* ep = static_cast<Ep*>(context);
+    post_async(ep->ia, static_cast<DAT_EVENT_NUMBER>(FASTDAPL_ASYNC_WATERMARK_EVENT), ep,
+               DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT);
+}
+
+DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout,
+                      DAT_COUNT pdata_size, const DAT_PVOID pdata, DAT_QOS qos, DAT_CONNECT_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (timeout == 0 || pdata_size < 0 || pdata_size > max_private_data(ep->ia) || (pdata_size > 0 && !pdata))
+        return error(DAT_INVALID_PARAMETER, timeout == 0 ? DAT_INVALID_ARG4 : DAT_INVALID_ARG5);
+    if (qos != DAT_QOS_BEST_EFFORT || flags != DAT_CONNECT_DEFAULT_FLAG)
+        return not_supported();
+    if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
+        return error(DAT_INVALID_STATE, ep_state_subtype(now));
+    // The IA's own family only: rdma_cm resolves a route within one family,
+    // and the software NIC's sockets speak IPv4.
+    if (!remote || remote->sa_family != ep->ia->address.ss_family)
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+    if (qual > 0xffff)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // qualifiers are TCP ports here
+    if (DAT_RETURN rc = ensure_queues(ep); rc != DAT_SUCCESS)
+        return rc;
+    Ia* ia = ep->ia;
+    cm::copy_address(ep->remote, remote);
+    cm::set_port(ep->remote, static_cast<std::uint16_t>(qual));
+    ep->remote_port = qual;
+    ep->state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
+    const auto* bytes = static_cast<const std::uint8_t*>(pdata);
+    const auto wait = timeout == DAT_TIMEOUT_INFINITE
+                          ? std::chrono::milliseconds(24L * 3600 * 1000)
+                          : std::chrono::milliseconds(std::max<DAT_TIMEOUT>(1, timeout / 1000));
+    std::lock_guard lock(ia->cm_mutex); // the result cannot be handled before the id is recorded
+    ep->cm_id = ia->cm->connect(*ep, std::vector<std::uint8_t>(bytes, bytes + pdata_size), wait);
+    if (ep->cm_id == 0) {
+        ep->state = DAT_EP_STATE_UNCONNECTED;
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    ia->attempts[ep->cm_id] = ep;
+    return DAT_SUCCESS;
+}
+
+void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const std::vector<std::uint8_t>& pdata)
+{
+    Ep* ep = nullptr;
+    std::lock_guard lock(ia->cm_mutex); // the EP cannot be freed under us
+    if (auto it = ia->attempts.find(id); it != ia->attempts.end()) {
+        ep = it->second;
+        ia->attempts.erase(it);
+    }
+    if (!ep) {
+        if (fd >= 0)
+            ::close(fd);
+        return;
+    }
+    const bool passive = ep->state.load() == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+    const auto size = static_cast<std::uint32_t>(pdata.size());
+    if (outcome == AttemptOutcome::established) {
+        ep->state = DAT_EP_STATE_CONNECTED;
+        ia->cm->will_establish(*ep, id);
+        // The event goes first: no completion may precede ESTABLISHED.
+        post_connection_event(ep, DAT_CONNECTION_EVENT_ESTABLISHED, passive ? nullptr : pdata.data(),
+                              passive ? 0 : size);
+        ia->cm->established(*ep, fd);
+        return;
+    }
+    ep->state = DAT_EP_STATE_DISCONNECTED;
+    ia->cm->failed(*ep); // receives posted meanwhile complete as flushed
+    DAT_EVENT_NUMBER n = DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+    switch (outcome) {
+    case AttemptOutcome::rejected:
+        n = DAT_CONNECTION_EVENT_PEER_REJECTED;
+        break;
+    case AttemptOutcome::unreachable:
+        n = DAT_CONNECTION_EVENT_UNREACHABLE;
+        break;
+    case AttemptOutcome::timed_out:
+        n = DAT_CONNECTION_EVENT_TIMED_OUT;
+        break;
+    case AttemptOutcome::failed:
+        n = passive ? DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR : DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+        break;
+    default:
+        break;
+    }
+    post_connection_event(ep, n, pdata.data(), size);
+}
+
+DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (raw(flags) != DAT_CLOSE_ABRUPT_FLAG && raw(flags) != DAT_CLOSE_GRACEFUL_FLAG)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    DAT_EP_STATE s = ep->state.load();
+    if (s == DAT_EP_STATE_DISCONNECTED)
+        return DAT_SUCCESS; // nothing to do, no event
+    if (s == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) {
+        std::lock_guard lock(ep->ia->cm_mutex);
+        ep->ia->cm->stop_attempt(*ep, false);
+        ep->ia->attempts.erase(ep->cm_id);
+    } else if (s == DAT_EP_STATE_CONNECTED && flags == DAT_CLOSE_GRACEFUL_FLAG) {
+        // Requests drain, then the connection ends; DISCONNECTED follows.
+        if (ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECT_PENDING))
+            ep->ia->cm->close_gracefully(*ep);
+        return DAT_SUCCESS;
+    } else if (s == DAT_EP_STATE_DISCONNECT_PENDING && flags == DAT_CLOSE_GRACEFUL_FLAG) {
+        return DAT_SUCCESS; // already draining
+    } else if (s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECT_PENDING) {
+        return error(DAT_INVALID_STATE, ep_state_subtype(s));
+    }
+    // Abrupt (or a graceful one during connection setup): flushed at once.
+    if (!ep->state.compare_exchange_strong(s, DAT_EP_STATE_DISCONNECTED))
+        return DAT_SUCCESS; // the peer ended it first; its event is posted
+    ep->ia->cm->close(*ep);
+    post_connection_end(ep, DAT_CONNECTION_EVENT_DISCONNECTED);
+    return DAT_SUCCESS;
+}
+
+} // namespace fastdapl::core

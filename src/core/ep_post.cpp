@@ -1,0 +1,120 @@
+// Posting to an endpoint: what uDAPL asks to be checked (handle, EP state,
+// IOV count, flags, length), then the queue engine of the EP's device kind
+// (data_path.hpp).
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "api.hpp"
+#include "data_path.hpp"
+#include "ep.hpp"
+
+namespace fastdapl::core {
+
+namespace {
+
+constexpr DAT_COMPLETION_FLAGS kPostFlags =
+    static_cast<DAT_COMPLETION_FLAGS>(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |
+                                      DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG);
+
+// Requests may be posted when connected, and when disconnected (they are
+// flushed at once) if the queues exist.
+[[gnu::noinline]] DAT_RETURN request_state_error(Ep* ep)
+{
+    const DAT_EP_STATE s = ep->state.load(std::memory_order_relaxed);
+    if (s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_DISCONNECTED)
+        return ep->queues ? static_cast<DAT_RETURN>(DAT_SUCCESS)
+                          : error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_DISCONNECTED);
+    return error(DAT_INVALID_STATE, ep_state_subtype(s));
+}
+
+[[gnu::noinline]] DAT_RETURN request_argument_error(const Ep* ep, DAT_COUNT n, DAT_COMPLETION_FLAGS flags,
+                                                    DAT_COUNT max_iov)
+{
+    (void)ep;
+    (void)flags;
+    return error(DAT_INVALID_PARAMETER, n < 0 || n > max_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
+}
+
+inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
+                               DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags,
+                               DAT_COUNT max_iov)
+{
+    if (ep->state.load(std::memory_order_relaxed) != DAT_EP_STATE_CONNECTED) [[unlikely]] {
+        if (DAT_RETURN rc = request_state_error(ep); rc != DAT_SUCCESS)
+            return rc;
+    }
+    // UNSIGNALLED only on an EP whose request stream was set up for it (spec 6.8.1).
+    const bool unsignalled_refused = (flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+                                     !(ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG);
+    if (static_cast<std::uint32_t>(n) > static_cast<std::uint32_t>(max_iov) || (n > 0 && !iov) ||
+        (flags & ~kPostFlags) || unsignalled_refused) [[unlikely]]
+        return request_argument_error(ep, n, flags, max_iov);
+    std::uint64_t total = iov ? iov[0].segment_length : 0;
+    for (DAT_COUNT i = 1; i < n; ++i)
+        total += iov[i].segment_length;
+    if (n == 0)
+        total = 0;
+    // Sends are held to the EP's max_message_size. RDMA is held to the
+    // device's limit only: the reference does the same, and its dtest
+    // writes more than the max_rdma_size it asks for. The bytes moved are
+    // the local list's; the remote range is checked by the target against
+    // its registration (an access error, not ours).
+    const std::uint64_t limit = remote ? kMaxMessageSize : ep->attr.max_message_size;
+    if (total > limit) [[unlikely]]
+        return error(DAT_LENGTH_ERROR);
+    return dp::post_request(ep, opcode, n, iov, static_cast<std::uint32_t>(total), cookie, remote, flags);
+}
+
+} // namespace
+
+DAT_RETURN ep_post_send(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep) [[unlikely]]
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    return post_request(ep, MLX5_OPCODE_SEND, n, iov, cookie, nullptr, flags, ep->attr.max_request_iov);
+}
+
+DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep) [[unlikely]]
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (!remote) [[unlikely]]
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    return post_request(ep, MLX5_OPCODE_RDMA_WRITE, n, iov, cookie, remote, flags, ep->attr.max_rdma_write_iov);
+}
+
+DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                             const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep) [[unlikely]]
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (!remote) [[unlikely]]
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    return post_request(ep, MLX5_OPCODE_RDMA_READ, n, iov, cookie, remote, flags, ep->attr.max_rdma_read_iov);
+}
+
+DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep) [[unlikely]]
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (ep->srq) [[unlikely]] // its receives come from the SRQ (dat_srq_post_recv)
+        return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    if (n < 0 || n > ep->attr.max_recv_iov || (n > 0 && !iov) || (flags & DAT_COMPLETION_SUPPRESS_FLAG) ||
+        (flags & ~kPostFlags) ||
+        ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+         !(ep->attr.recv_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG))) [[unlikely]]
+        return error(DAT_INVALID_PARAMETER, n < 0 || n > ep->attr.max_recv_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
+    if (!ep->queues) [[unlikely]] {
+        if (DAT_RETURN rc = ensure_queues(ep); rc != DAT_SUCCESS)
+            return rc;
+    }
+    return dp::post_recv(ep, n, iov, cookie);
+}
+
+} // namespace fastdapl::core

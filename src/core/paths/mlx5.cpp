@@ -1,0 +1,193 @@
+// The mlx5 device kind's control plane: the verbs kind's, except that CQs,
+// QPs and SRQs come from mlx5dv (src/verbs/mlx5_queues) and their rings
+// are handed to src/fastpath.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "mlx5.hpp"
+
+#include "../pz.hpp"
+
+#if FASTDAPL_HAVE_MLX5DV
+#include "mlx5_queues.hpp" // src/verbs
+#endif
+
+#include <cstdlib>
+#include <cstring>
+
+namespace fastdapl::core {
+
+Mlx5Path::Mlx5Path(std::unique_ptr<verbs::Device> device) : VerbsPath(PathKind::mlx5, std::move(device)) {}
+
+// A hand-polled mlx5 CQ keeps its ring (rdma-core's resize would move CQEs
+// behind our consumer index): up to its size.
+DAT_RETURN Mlx5Path::resize_completions(Evd& evd, DAT_COUNT qlen)
+{
+    if (static_cast<std::uint32_t>(qlen) > static_cast<Mlx5Completions*>(evd.completions)->view.size())
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    return DAT_SUCCESS;
+}
+
+// rdma-core's mlx5 SRQs do not grow (IBV_SRQ_MAX_WR is refused): up to what was built.
+DAT_RETURN Mlx5Path::grow_srq(Srq& srq, DAT_COUNT qlen)
+{
+    if (static_cast<std::uint32_t>(qlen) > static_cast<Mlx5SrqRing*>(srq.ring)->queue.capacity())
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    return DAT_SUCCESS;
+}
+
+#if FASTDAPL_HAVE_MLX5DV
+
+bool Mlx5Path::usable(ibv_context* context, std::string& data_path)
+{
+    const char* want = std::getenv("FASTDAPL_MLX5_DIRECT");
+    if (!want || std::strcmp(want, "1") != 0) {
+        data_path = "generic verbs (mlx5 device; FASTDAPL_MLX5_DIRECT=1 selects the mlx5 direct path)";
+        return false;
+    }
+    // Each EP needs a thread domain for a doorbell register of its own: try one.
+    bool direct = false;
+    if (ibv_pd* pd = ibv_alloc_pd(context)) {
+        verbs::Mlx5Resources r = verbs::create_mlx5_resources(context, pd);
+        direct = r.dedicated_doorbell;
+        verbs::destroy_mlx5_resources(r);
+        ibv_dealloc_pd(pd);
+    }
+    data_path = direct ? "mlx5 direct (src/fastpath posts and polls; a doorbell register per endpoint)"
+                       : "generic verbs (mlx5 device; no thread domain, which the direct path needs)";
+    return direct;
+}
+
+DAT_RETURN Mlx5Path::make_cq(Evd& evd, int cqe, ibv_comp_channel* channel, int wake_fd)
+{
+    ibv_cq* cq = verbs::create_cq(device_->context(), cqe, channel, &evd);
+    if (!cq)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    auto* c = new Mlx5Completions();
+    if (!verbs::init_cq(cq, c->view)) {
+        ibv_destroy_cq(cq);
+        delete c;
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    }
+    c->cq = cq;
+    c->channel = channel;
+    c->wake_fd = wake_fd;
+    c->eps = &eps_;
+    evd.completions = c;
+    return DAT_SUCCESS;
+}
+
+// An RC QP on a parent domain of its own: its thread domain gives it a
+// doorbell register no other QP rings, so posts on different EPs need no
+// lock. Without one (an old kernel, a device without dynamic UARs) the EP
+// cannot have a QP. `init.cap` receives what the device granted.
+ibv_qp* Mlx5Path::make_qp(Ep& ep, ibv_qp_init_attr& init)
+{
+    ibv_context* context = device_->context();
+    verbs::Mlx5Resources r = verbs::create_mlx5_resources(context, static_cast<ibv_pd*>(ep.pz->device_pd));
+    if (!r.dedicated_doorbell) {
+        if (g_debug)
+            std::fprintf(stderr, "fastdapl: no thread domain for a dedicated doorbell register\n");
+        verbs::destroy_mlx5_resources(r);
+        return nullptr;
+    }
+    ibv_qp_cap granted{};
+    ibv_qp* qp = verbs::create_rc_qp(context, r.parent_pd, init.send_cq, init.recv_cq, init.srq, init.cap, &granted);
+    if (!qp) { // some devices copy nothing inline
+        init.cap.max_inline_data = 0;
+        qp = verbs::create_rc_qp(context, r.parent_pd, init.send_cq, init.recv_cq, init.srq, init.cap, &granted);
+    }
+    if (!qp) {
+        verbs::destroy_mlx5_resources(r);
+        return nullptr;
+    }
+    init.cap = granted;
+    auto* q = new Mlx5EpQueues();
+    q->qp = qp;
+    q->td = r.td;
+    q->parent_pd = r.parent_pd;
+    ep.queues = q;
+    return qp;
+}
+
+// The send queue (and own receive queue) of a new direct QP as the fast
+// path's; false when the device's layout is not one it drives.
+bool Mlx5Path::init_queues(Ep& ep, ibv_qp* qp, const ibv_qp_cap& cap)
+{
+    auto* q = static_cast<Mlx5EpQueues*>(ep.queues);
+    const verbs::QpQueueSizes sizes = verbs::qp_queue_sizes(qp);
+    if (sizes.sq_bbs == 0)
+        return false;
+    q->send_slots.assign(sizes.sq_bbs, {});
+    q->recv_cookies.assign(ep.srq ? 0 : sizes.rq_wqes, 0);
+    return verbs::init_send_queue(qp, q->sq, q->send_slots.data(), cap.max_inline_data) &&
+           (ep.srq || verbs::init_recv_queue(qp, q->rq, q->recv_cookies.data()));
+}
+
+// Before the QP is destroyed: it stops (RESET), and its CQEs not yet
+// reaped are dropped from the EVDs, an SRQ's WQEs they name going back on
+// its free list (rdma-core cleans only CQs it polls itself).
+void Mlx5Path::before_destroy_qp(Ep& ep, ibv_qp* qp)
+{
+    with_completions_held(&ep, [&ep, qp] {
+        if (!verbs::clean_qp_before_destroy(qp, &static_cast<Mlx5Completions*>(ep.request_evd->completions)->view,
+                                            &static_cast<Mlx5Completions*>(ep.recv_evd->completions)->view,
+                                            ep.srq ? &static_cast<Mlx5SrqRing*>(ep.srq->ring)->queue : nullptr) &&
+            g_debug)
+            std::fprintf(stderr, "fastdapl: qp %u did not go to RESET; its completions stay on the CQs\n", qp->qp_num);
+    });
+}
+
+void Mlx5Path::release_queues(Ep& ep)
+{
+    auto* q = static_cast<Mlx5EpQueues*>(ep.queues);
+    verbs::Mlx5Resources r{q->td, q->parent_pd, q->td != nullptr};
+    verbs::destroy_mlx5_resources(r);
+    delete q;
+    ep.queues = nullptr;
+}
+
+// An SRQ whose ring the fast path posts to.
+DAT_RETURN Mlx5Path::make_srq_ring(Srq& srq, ibv_srq* s)
+{
+    auto* r = new Mlx5SrqRing();
+    r->srq = s;
+    if (!verbs::init_srq(s, r->queue, r->cookies)) {
+        delete r;
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    }
+    srq.ring = r;
+    return DAT_SUCCESS;
+}
+
+#else // built without libmlx5: the kind is never chosen
+
+bool Mlx5Path::usable(ibv_context*, std::string& data_path)
+{
+    data_path = "generic verbs (mlx5 device; this build has no libmlx5, so no direct path)";
+    return false;
+}
+DAT_RETURN Mlx5Path::make_cq(Evd&, int, ibv_comp_channel*, int)
+{
+    return not_supported();
+}
+ibv_qp* Mlx5Path::make_qp(Ep&, ibv_qp_init_attr&)
+{
+    return nullptr;
+}
+bool Mlx5Path::init_queues(Ep&, ibv_qp*, const ibv_qp_cap&)
+{
+    return false;
+}
+void Mlx5Path::before_destroy_qp(Ep&, ibv_qp*) {}
+void Mlx5Path::release_queues(Ep& ep)
+{
+    ep.queues = nullptr;
+}
+DAT_RETURN Mlx5Path::make_srq_ring(Srq&, ibv_srq*)
+{
+    return not_supported();
+}
+
+#endif
+
+} // namespace fastdapl::core

@@ -1,0 +1,142 @@
+// The mlx5 device kind (the direct path): the control objects are the
+// verbs kind's (PD, MR, rdma_cm, async events, channels), but CQs, QPs and
+// SRQs are created through mlx5dv and their queues handed to src/fastpath,
+// which posts and polls them as the softnic's. Control plane: Mlx5Path
+// (mlx5.cpp). Data path: the inline functions below, through data_path.hpp.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include "mlx5_reader.hpp"
+#include "queues.hpp" // fastpath
+#include "verbs.hpp"
+
+#include <string>
+#include <vector>
+
+namespace fastdapl::core {
+
+// The QP sits on a parent domain with a thread domain of its own (a
+// doorbell register no other EP rings), so posts on different EPs need no lock.
+struct Mlx5EpQueues : VerbsQp {
+    ibv_td* td = nullptr;
+    ibv_pd* parent_pd = nullptr;
+    fastpath::SendQueue sq;
+    fastpath::RecvQueue rq;
+    std::vector<fastpath::SendSlot> send_slots;
+    std::vector<std::uint64_t> recv_cookies;
+};
+
+// The CQ is DV-owned and read through `view`; armed by hand (view.arm),
+// never by ibv_req_notify_cq.
+struct Mlx5Completions : VerbsCq {
+    fastpath::CompletionQueue view;
+};
+
+struct Mlx5SrqRing : VerbsSrqBase {
+    fastpath::SharedReceiveQueue queue;
+    std::vector<std::uint64_t> cookies;
+};
+
+class Mlx5Path : public VerbsPath {
+public:
+    explicit Mlx5Path(std::unique_ptr<verbs::Device> device);
+
+    DAT_RETURN resize_completions(Evd& evd, DAT_COUNT qlen) override;
+    DAT_RETURN grow_srq(Srq& srq, DAT_COUNT qlen) override;
+
+    // Whether this build and `context`'s device can take the direct path
+    // (FASTDAPL_MLX5_DIRECT=1, libmlx5, thread domains), and the data path
+    // attribute that says which path the IA takes.
+    static bool usable(ibv_context* context, std::string& data_path);
+
+protected:
+    DAT_RETURN make_cq(Evd& evd, int cqe, ibv_comp_channel* channel, int wake_fd) override;
+    ibv_qp* make_qp(Ep& ep, ibv_qp_init_attr& init) override;
+    bool init_queues(Ep& ep, ibv_qp* qp, const ibv_qp_cap& cap) override;
+    void before_destroy_qp(Ep& ep, ibv_qp* qp) override;
+    void release_queues(Ep& ep) override;
+    void after_destroy_qp(Ep&, std::uint32_t) override {}
+    DAT_RETURN make_srq_ring(Srq& srq, ibv_srq* s) override;
+};
+
+// --- data path (mlx5 direct) ---------------------------------------------------------------
+
+namespace mlx5_path {
+
+inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
+                               std::uint32_t total, std::uint64_t cookie, const DAT_RMR_TRIPLET* remote,
+                               std::uint8_t ctrl_flags)
+{
+    auto* q = static_cast<Mlx5EpQueues*>(ep->queues);
+    fastpath::RemoteAddress ra{};
+    if (remote)
+        ra = {remote->virtual_address, remote->rmr_context};
+    if (!q->sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
+                    remote ? &ra : nullptr, 0, ctrl_flags, cookie)) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    q->sq.ring(); // doorbell record, then BlueFlame or the 8-byte doorbell
+    return DAT_SUCCESS;
+}
+
+inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie)
+{
+    auto* q = static_cast<Mlx5EpQueues*>(ep->queues);
+    if (!q->rq.post(reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), cookie)) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    return DAT_SUCCESS; // the device reads the doorbell record
+}
+
+inline DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie)
+{
+    auto* r = static_cast<Mlx5SrqRing*>(srq->ring);
+    if (static_cast<DAT_COUNT>(r->queue.outstanding()) >= srq->max_recv_dtos ||
+        !r->queue.post(reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), cookie)) [[unlikely]]
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    return DAT_SUCCESS;
+}
+
+inline bool requests_done(const Ep* ep)
+{
+    return static_cast<const Mlx5EpQueues*>(ep->queues)->sq.outstanding_bbs() == 0;
+}
+
+// How the CQE reader finds things on an mlx5 device.
+struct Kind {
+    using Queues = Mlx5EpQueues;
+    static constexpr bool kDirect = true;
+    static Ep* find(const Mlx5Completions& c, std::uint32_t qpn) { return c.eps->find(qpn); }
+    static fastpath::SharedReceiveQueue& srq_queue(Srq* srq) { return static_cast<Mlx5SrqRing*>(srq->ring)->queue; }
+    static void receive_reaped(Mlx5EpQueues&) {}
+    static void reaped(Ep* ep, Mlx5EpQueues& q, Evd* evd, DAT_DTO_COMPLETION_STATUS status, bool request)
+    {
+        verbs_completion_reaped(ep, evd, status, request, q.sq.outstanding_bbs() == 0);
+    }
+};
+
+inline bool take_completion(Evd* evd, DAT_EVENT& e)
+{
+    return take_mlx5_completion<Kind>(evd, *static_cast<Mlx5Completions*>(evd->completions), e);
+}
+
+inline DAT_COUNT ready_completions(Evd* evd, DAT_COUNT have, DAT_COUNT limit)
+{
+    auto* c = static_cast<Mlx5Completions*>(evd->completions);
+    for (std::uint32_t k = 0; have < limit && c->view.ready_at(k); ++k)
+        ++have;
+    return have;
+}
+
+inline std::uint32_t receives_outstanding(const Ep* ep)
+{
+    return static_cast<const Mlx5EpQueues*>(ep->queues)->rq.outstanding();
+}
+
+inline DAT_COUNT srq_outstanding(const Srq* srq)
+{
+    return static_cast<DAT_COUNT>(static_cast<const Mlx5SrqRing*>(srq->ring)->queue.outstanding());
+}
+
+} // namespace mlx5_path
+
+} // namespace fastdapl::core

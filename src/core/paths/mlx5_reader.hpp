@@ -1,0 +1,114 @@
+// One reader of CQs in the mlx5 layout, for the softnic's CQs and an mlx5
+// device's (the direct path). They differ in how a CQE's queue pair number
+// finds its EP, in which engine holds the EP's queues, and in who ends a
+// connection a CQE shows broken: the `Kind` traits say (softnic.hpp, mlx5.hpp).
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include "../ep.hpp"
+#include "../evd.hpp"
+#include "queues.hpp" // fastpath
+
+#include <cstdio>
+
+namespace fastdapl::core {
+
+inline DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
+{
+    switch (mlx5_opcode) {
+    case MLX5_OPCODE_RDMA_WRITE:
+    case MLX5_OPCODE_RDMA_WRITE_IMM:
+        return DAT_DTO_RDMA_WRITE;
+    case MLX5_OPCODE_RDMA_READ:
+        return DAT_DTO_RDMA_READ;
+    default:
+        return DAT_DTO_SEND;
+    }
+}
+
+inline bool is_receive_cqe(std::uint8_t opcode)
+{
+    return opcode == MLX5_CQE_RESP_SEND || opcode == MLX5_CQE_RESP_SEND_IMM || opcode == MLX5_CQE_RESP_SEND_INV ||
+           opcode == MLX5_CQE_RESP_WR_IMM || opcode == MLX5_CQE_RESP_ERR;
+}
+
+// Turns the next CQE of `view` into an event (the EVD's lock held). False
+// when there is none. `Kind` provides: `Queues` (the EP engine type with sq
+// and rq), `find(completions, qpn)`, `srq_queue(Srq*)`, `kDirect` (a real
+// device: CQEs may be of kinds never asked for, and the reaper ends a
+// broken connection), `receive_reaped(queues)` and `reaped(...)`.
+template <class Kind, class Completions>
+bool take_mlx5_completion(Evd* evd, Completions& c, DAT_EVENT& e)
+{
+    fastpath::CompletionQueue& view = c.view;
+    for (;;) {
+        const mlx5_cqe64* cqe = view.peek();
+        if (!cqe)
+            return false;
+        const std::uint8_t opcode = fastpath::CompletionQueue::opcode(cqe);
+        const std::uint32_t qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+        const std::uint16_t counter = be16toh(cqe->wqe_counter);
+        Ep* ep = Kind::find(c, qpn);
+        const bool request = opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR;
+        // One test for the common case: a plain success (opcodes up to
+        // RESP_SEND_INV are completions; resize and no-packet are not).
+        // The softnic writes no other kinds of CQE than it is asked for.
+        const bool attention = fastpath::CompletionQueue::needs_attention(cqe);
+        const bool known = !Kind::kDirect || (attention ? !fastpath::CompletionQueue::is_compressed(cqe) &&
+                                                              (request || is_receive_cqe(opcode))
+                                                        : opcode <= MLX5_CQE_RESP_SEND_INV);
+        // Its EP is gone (or a cleaned CQE), or a CQE we never ask for
+        // (compressed, resize): nothing to report it to.
+        if (!ep || !known) [[unlikely]] {
+            if (ep && g_debug)
+                std::fprintf(stderr, "fastdapl: CQE with opcode %u, format %d on qp %u skipped\n", opcode,
+                             static_cast<int>(fastpath::CompletionQueue::format(cqe)), qpn);
+            view.consume();
+            view.publish_consumer_index();
+            continue;
+        }
+        auto* q = static_cast<typename Kind::Queues*>(ep->queues);
+        auto& d = begin_dto_event(e, evd, ep);
+        d.status = attention ? fastpath::CompletionQueue::status(cqe) : DAT_DTO_SUCCESS;
+        if (request) {
+            const fastpath::SendSlot& slot = q->sq.slot(counter);
+            d.user_cookie.as_64 = slot.cookie;
+            d.operation = operation_of(slot.opcode);
+            d.transfered_length = d.status == DAT_DTO_SUCCESS ? slot.length : 0;
+            q->sq.retire_through(counter);
+        } else {
+            Srq* srq = ep->srq;
+            if (attention && d.status == DAT_DTO_SUCCESS && fastpath::CompletionQueue::is_inline_scattered(cqe))
+                [[unlikely]] { // data in the CQE (scatter-to-CQE, disabled, not relied on): copied out first
+                if (srq) {
+                    fastpath::SharedReceiveQueue& ring = Kind::srq_queue(srq);
+                    d.status = view.scatter_inline(cqe, ring.segments(counter), ring.max_sge());
+                } else {
+                    d.status = view.scatter_inline(cqe, q->rq.segments_of_oldest(), q->rq.max_sge());
+                }
+            }
+            if (srq) { // the CQE names the SRQ WQE; it goes back on the free list
+                srq->lock_completions();
+                d.user_cookie.as_64 = Kind::srq_queue(srq).complete(counter);
+                srq->unlock_completions();
+            } else {
+                d.user_cookie.as_64 = q->rq.complete_oldest();
+            }
+            Kind::receive_reaped(*q);
+            d.operation = DAT_DTO_RECEIVE;
+            d.transfered_length = d.status == DAT_DTO_SUCCESS ? be32toh(cqe->byte_cnt) : 0;
+        }
+        // Released only now: the device may reuse the entry once it is published.
+        view.consume();
+        view.publish_consumer_index();
+        if (d.status != DAT_DTO_SUCCESS && g_debug) [[unlikely]]
+            std::fprintf(stderr, "fastdapl: %s completion on qp %u: status %d, syndrome 0x%x\n",
+                         request ? "request" : "receive", qpn, static_cast<int>(d.status),
+                         attention ? static_cast<unsigned>(reinterpret_cast<const mlx5_err_cqe*>(cqe)->syndrome) : 0u);
+        Kind::reaped(ep, *q, evd, d.status, request);
+        return true;
+    }
+}
+
+} // namespace fastdapl::core

@@ -1,0 +1,107 @@
+// The connection seam on softnic IAs: the socket CM (src/cm/socket_cm) runs
+// the request/reply/ready handshake on its own thread and hands the finished
+// TCP stream to the queue pair.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "../connection.hpp"
+#include "../ia.hpp"
+#include "../service_point.hpp"
+#include "socket_cm.hpp"
+#include "softnic.hpp"
+
+#include <unistd.h>
+
+namespace fastdapl::core {
+
+namespace {
+
+static_assert(cm::kMaxPrivateData <= kMaxConnectionPrivateData);
+
+AttemptOutcome outcome_of(cm::Outcome o)
+{
+    switch (o) {
+    case cm::Outcome::established:
+        return AttemptOutcome::established;
+    case cm::Outcome::rejected:
+        return AttemptOutcome::rejected;
+    case cm::Outcome::no_listener:
+        return AttemptOutcome::no_listener;
+    case cm::Outcome::unreachable:
+        return AttemptOutcome::unreachable;
+    case cm::Outcome::timed_out:
+        return AttemptOutcome::timed_out;
+    case cm::Outcome::failed:
+        break;
+    }
+    return AttemptOutcome::failed;
+}
+
+IncomingRequest incoming(const cm::Request& r)
+{
+    return {r.listener, r.id, r.remote, static_cast<DAT_CONN_QUAL>(r.conn_qual), r.private_data};
+}
+
+softnic::Qp* qp_of(Ep& ep)
+{
+    return static_cast<SoftnicEpQueues*>(ep.queues)->qp;
+}
+
+class SocketConnections final : public ConnectionManager {
+public:
+    SocketConnections(Ia& ia, softnic::Device& device)
+        : device_(device),
+          cm_(cm::SocketCm::Callbacks{[&ia](const cm::Request& r) { cm_request(&ia, incoming(r)); },
+                                      [&ia](std::uint64_t id, cm::Outcome o, int fd, const cm::Message& m) {
+                                          cm_result(&ia, id, outcome_of(o), fd, m.private_data);
+                                      }})
+    {
+    }
+
+    DAT_COUNT max_private_data() const override { return static_cast<DAT_COUNT>(cm::kMaxPrivateData); }
+
+    int listen(const sockaddr_storage& local, std::uint16_t& port, std::uint64_t listener) override
+    {
+        return cm_.listen(*reinterpret_cast<const sockaddr_in*>(&local), port, listener);
+    }
+    void unlisten(std::uint64_t listener) override { cm_.unlisten(listener); }
+
+    std::uint64_t connect(Ep& ep, std::vector<std::uint8_t> pdata, std::chrono::milliseconds timeout) override
+    {
+        return cm_.connect(*reinterpret_cast<const sockaddr_in*>(&ep.remote), cm::port_of(ep.remote), qp_of(ep)->qpn(),
+                           std::move(pdata), timeout);
+    }
+    bool accept(std::uint64_t id, Ep& ep, std::vector<std::uint8_t> pdata, std::chrono::milliseconds timeout) override
+    {
+        return cm_.accept(id, qp_of(ep)->qpn(), std::move(pdata), timeout);
+    }
+    void reject(std::uint64_t id, std::vector<std::uint8_t> pdata) override { cm_.reject(id, std::move(pdata)); }
+    void refuse(std::uint64_t id, Refusal why) override
+    {
+        cm_.reject(id, {}, why == Refusal::full ? cm::RejectReason::full : cm::RejectReason::no_listener);
+    }
+
+    void stop_attempt(Ep& ep, bool) override { cm_.cancel(ep.cm_id); }
+    void will_establish(Ep&, std::uint64_t) override {}
+    void established(Ep& ep, int fd) override
+    {
+        if (!device_.connect(qp_of(ep), fd))
+            ::close(fd);
+    }
+    void failed(Ep& ep) override { device_.disconnect(qp_of(ep)); }
+    void close(Ep& ep) override { device_.disconnect(qp_of(ep)); }
+    void close_gracefully(Ep& ep) override { device_.disconnect_gracefully(qp_of(ep)); }
+    void release(Ep&) override {}
+
+private:
+    softnic::Device& device_;
+    cm::SocketCm cm_;
+};
+
+} // namespace
+
+std::unique_ptr<ConnectionManager> make_socket_connections(Ia& ia, softnic::Device& device)
+{
+    return std::make_unique<SocketConnections>(ia, device);
+}
+
+} // namespace fastdapl::core

@@ -1,0 +1,232 @@
+// The verbs device kind: any rdma-core device, posted and polled through
+// libibverbs (ibv_post_*, ibv_poll_cq), connections through rdma_cm. The
+// mlx5 kind (mlx5.hpp) extends its control plane. Control plane: VerbsPath
+// (verbs.cpp). Data path: the inline functions below, reached through
+// data_path.hpp.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include "../device_path.hpp"
+#include "../ep.hpp"
+#include "../evd.hpp"
+#include "../ia.hpp"
+#include "../srq.hpp"
+#include "qpn_table.hpp"
+#include "verbs_device.hpp"
+
+#include <infiniband/mlx5dv.h> // MLX5_OPCODE_*: the data path names operations by their mlx5 opcodes
+#include <infiniband/verbs.h>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+namespace fastdapl::core {
+
+// What every verbs kind's EP has: the queue pair rdma_cm drives.
+struct VerbsQp : EpQueues {
+    ibv_qp* qp = nullptr;
+};
+
+// A ring of what each posted request was (wr_id is its sequence number; a
+// signalled completion retires every earlier one). Receives carry their
+// slot in wr_id.
+struct VerbsEpQueues : VerbsQp {
+    struct Send {
+        std::uint64_t cookie;
+        std::uint32_t length;
+        std::uint32_t operation; // DAT_DTOS
+    };
+    std::vector<Send> sends;
+    std::uint64_t send_posted = 0, send_retired = 0;
+    std::uint32_t recv_posted = 0, recv_reaped = 0;
+    std::vector<std::uint64_t> recv_cookies; // own receive queue: completes in order
+    std::uint32_t max_inline = 0;
+};
+
+// What every verbs kind's DTO EVD has: its CQ, with a completion channel of
+// its own (a waiter sleeps on its fd) and an eventfd for wake-ups that are
+// not completions.
+struct VerbsCq : EvdCompletions {
+    ibv_cq* cq = nullptr;
+    ibv_comp_channel* channel = nullptr;
+    int wake_fd = -1;
+    bool fd_waiting = false; // a waiter sleeps on the fds (the EVD's lock guards it)
+    const QpnTable* eps = nullptr;
+};
+
+// Work completions polled ahead of the consumer (to count them for wait
+// thresholds).
+struct VerbsCompletions : VerbsCq {
+    std::vector<ibv_wc> polled;
+    std::uint32_t polled_head = 0, polled_count = 0;
+};
+
+struct VerbsSrqBase : SrqRing {
+    ibv_srq* srq = nullptr;
+    std::atomic<bool> failed{false}; // IBV_EVENT_SRQ_ERR
+};
+
+// Receives posted and completions reaped (the device's take is not visible
+// to software). A receive's wr_id names its slot, which holds the cookie;
+// free slots wait in a ring with one writer each way (the poster takes, the
+// reaper, under lock_completions, gives back).
+struct VerbsSrqRing : VerbsSrqBase {
+    std::atomic<std::uint32_t> posted{0}, reaped{0};
+    std::vector<std::uint64_t> cookies;
+    std::vector<std::uint32_t> free_slots;
+    std::atomic<std::uint32_t> free_head{0}, free_tail{0};
+};
+
+class VerbsPath : public DevicePath {
+public:
+    // Opens the device and port of a verbs IA; the provider-specific
+    // attributes name device, port and data path. `kind` is verbs, or mlx5
+    // for the subclass.
+    VerbsPath(PathKind kind, std::unique_ptr<verbs::Device> device);
+    ~VerbsPath() override;
+
+    std::unique_ptr<ConnectionManager> make_connections(Ia& ia) override;
+    void limit_ia_attr(DAT_IA_ATTR& attr) const override;
+    bool high_watermarks() const override { return false; } // a device does not show when a buffer is taken
+    bool split_pz() const override { return false; }        // it checks SRQ buffers against the QP's PD
+    DAT_RETURN create_pd(Pz& pz) override;
+    void destroy_pd(Pz& pz) override;
+    DAT_RETURN register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_t length) override;
+    void deregister_memory(Lmr& lmr) override;
+    DAT_RETURN create_completions(Evd& evd) override;
+    DAT_RETURN resize_completions(Evd& evd, DAT_COUNT qlen) override;
+    void destroy_completions(Evd& evd) override;
+    void watch_completions(Evd& evd, bool linked) override;
+    DAT_RETURN create_queues(Ep& ep) override;
+    void destroy_queues(Ep& ep) override;
+    bool apply_watermarks(Ep&) override { return false; }
+    DAT_RETURN create_srq(Srq& srq) override;
+    DAT_RETURN grow_srq(Srq& srq, DAT_COUNT qlen) override;
+    DAT_RETURN arm_srq_limit(Srq& srq, DAT_COUNT low_watermark, bool& below_now) override;
+    void destroy_srq(Srq& srq) override;
+
+    verbs::Device& device() { return *device_; }
+    // Starts the device's event thread (async events, CNO-watched CQs).
+    void start(Ia& ia);
+
+protected:
+    // The parts the mlx5 kind does its own way.
+    virtual DAT_RETURN make_cq(Evd& evd, int cqe, ibv_comp_channel* channel, int wake_fd);
+    virtual ibv_qp* make_qp(Ep& ep, ibv_qp_init_attr& init);
+    virtual bool init_queues(Ep& ep, ibv_qp* qp, const ibv_qp_cap& cap);
+    virtual void before_destroy_qp(Ep& ep, ibv_qp* qp);
+    virtual void release_queues(Ep& ep);
+    // A QP's completions on the CQ after it was destroyed (its SRQ slots).
+    virtual void after_destroy_qp(Ep& ep, std::uint32_t qpn);
+    virtual DAT_RETURN make_srq_ring(Srq& srq, ibv_srq* s);
+
+    std::unique_ptr<verbs::Device> device_;
+    QpnTable eps_; // endpoints by queue pair number (24 bits)
+
+private:
+    void async_event(Ia& ia, const ibv_async_event& ev);
+};
+
+// --- data path (generic verbs) ------------------------------------------------------------
+
+// A verbs work request's wr_id: a request's sequence number shifted left
+// (bit 0 clear), or a receive's slot shifted left with bit 0 set. A
+// completion in error does not say its opcode, so the tag tells which.
+inline constexpr std::uint64_t kVerbsRecvTag = 1;
+
+DAT_DTO_COMPLETION_STATUS status_of_wc(ibv_wc_status s);
+
+// After a completion of a verbs kind's EP was turned into an event (the
+// reaper holds `locked`'s lock): an error other than a flush breaks the
+// connection, and a graceful disconnect ends once its requests drained.
+inline void verbs_completion_reaped(Ep* ep, Evd* locked, DAT_DTO_COMPLETION_STATUS status, bool request,
+                                    bool requests_done)
+{
+    if (status != DAT_DTO_SUCCESS && status != DAT_DTO_ERR_FLUSHED) [[unlikely]]
+        ep_completion_broke(ep, locked);
+    else if (request && requests_done && ep->state.load(std::memory_order_relaxed) == DAT_EP_STATE_DISCONNECT_PENDING)
+        [[unlikely]]
+        ep->ia->cm->close(*ep);
+}
+
+namespace verbs_path {
+
+unsigned send_flags(DAT_COMPLETION_FLAGS flags);
+
+// A DAT IOV as verbs scatter/gather entries (n is checked by the caller).
+inline void to_sges(const DAT_LMR_TRIPLET* iov, DAT_COUNT n, ibv_sge* sge)
+{
+    for (DAT_COUNT i = 0; i < n; ++i)
+        sge[i] = {iov[i].virtual_address, static_cast<std::uint32_t>(iov[i].segment_length), iov[i].lmr_context};
+}
+
+// A receive work request for `slot` (own RQ or SRQ: the completion names it).
+inline ibv_recv_wr recv_wr(std::uint32_t slot, ibv_sge* sge, DAT_COUNT n)
+{
+    ibv_recv_wr wr{};
+    wr.wr_id = (static_cast<std::uint64_t>(slot) << 1) | kVerbsRecvTag;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    return wr;
+}
+
+DAT_RETURN post_request(Ep* ep, std::uint8_t mlx5_opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                        std::uint64_t cookie, const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
+DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie);
+DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie);
+bool take_completion(Evd* evd, DAT_EVENT& e);
+// Work completions polled ahead into the EVD's buffer (its lock held).
+std::uint32_t poll_ahead(VerbsCompletions& c);
+
+inline DAT_COUNT ready_completions(Evd* evd, DAT_COUNT have, DAT_COUNT limit)
+{
+    if (have >= limit)
+        return have;
+    return have + static_cast<DAT_COUNT>(poll_ahead(*static_cast<VerbsCompletions*>(evd->completions)));
+}
+
+inline bool requests_done(const Ep* ep)
+{
+    const auto* q = static_cast<const VerbsEpQueues*>(ep->queues);
+    return q->send_posted == q->send_retired;
+}
+
+inline std::uint32_t receives_outstanding(const Ep* ep)
+{
+    const auto* q = static_cast<const VerbsEpQueues*>(ep->queues);
+    return q->recv_posted - q->recv_reaped;
+}
+
+inline DAT_COUNT srq_outstanding(const Srq* srq)
+{
+    const auto* r = static_cast<const VerbsSrqRing*>(srq->ring);
+    return static_cast<DAT_COUNT>(r->posted.load() - r->reaped.load());
+}
+
+} // namespace verbs_path
+
+// --- waiting, for every verbs kind ----------------------------------------------------------
+
+namespace verbs_wait {
+
+// Asks the CQ for one event on its channel at the next completion (the
+// EVD's lock held). An mlx5 CQ on the direct path is armed by hand.
+void arm(Evd* evd);
+// Sleeps on the EVD's channel and wake fd, the EVD's lock released around
+// it; false when the deadline (nullptr: none) passed.
+bool sleep(Evd* evd, std::unique_lock<std::mutex>& lock, const std::chrono::steady_clock::time_point* deadline);
+
+inline void wake(Evd* evd)
+{
+    auto* c = static_cast<VerbsCq*>(evd->completions);
+    if (c->fd_waiting) {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(c->wake_fd, &one, sizeof one);
+    }
+}
+
+} // namespace verbs_wait
+
+} // namespace fastdapl::core

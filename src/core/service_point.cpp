@@ -1,0 +1,322 @@
+// Service points (PSP, RSP) and connection requests (CR).
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "service_point.hpp"
+
+#include "address.hpp" // src/cm: sockaddr helpers, no CM state
+#include "api.hpp"
+#include "ep.hpp"
+#include "ia.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace fastdapl::core {
+
+void cm_request(Ia* ia, const IncomingRequest& r)
+{
+    Psp* psp = nullptr;
+    std::lock_guard lock(ia->cm_mutex); // the PSP cannot be freed under us
+    if (auto it = ia->listeners.find(r.listener); it != ia->listeners.end())
+        psp = it->second;
+    // An RSP takes one request; later ones are refused as if nobody listened.
+    if (!psp || (psp->reserved_ep && psp->fired.exchange(true))) {
+        ia->cm->refuse(r.id, Refusal::no_listener);
+        return;
+    }
+    Cr* cr = make_object<Cr>();
+    if (!cr) {
+        ia->cm->refuse(r.id, Refusal::full);
+        return;
+    }
+    cr->provider = ia->provider;
+    cr->ia = ia;
+    cr->psp = psp;
+    cr->request_id = r.id;
+    cr->remote = r.remote;
+    cr->conn_qual = r.conn_qual;
+    cr->private_data_size = static_cast<std::uint32_t>(r.private_data.size());
+    cr->private_data_size = std::min<std::uint32_t>(cr->private_data_size, sizeof cr->private_data);
+    if (cr->private_data_size)
+        std::memcpy(cr->private_data, r.private_data.data(), cr->private_data_size);
+    DAT_EVENT e{};
+    e.event_number = DAT_CONNECTION_REQUEST_EVENT;
+    e.evd_handle = psp->evd;
+    auto& d = e.event_data.cr_arrival_event_data;
+    d.sp_handle.psp_handle = psp; // the same slot as rsp_handle
+    if (Ep* ep = psp->reserved_ep) {
+        cr->ep = ep;
+        // The endpoint is pending before the consumer can see the request.
+        DAT_EP_STATE from = DAT_EP_STATE_RESERVED;
+        if (!ep->state.compare_exchange_strong(from, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)) {
+            from = DAT_EP_STATE_UNCONFIGURED_RESERVED;
+            ep->state.compare_exchange_strong(from, DAT_EP_STATE_UNCONFIGURED_PASSIVE);
+        }
+    }
+    d.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&ia->address);
+    d.conn_qual = psp->conn_qual;
+    d.cr_handle = cr;
+    d.truncate_flag = DAT_FALSE;
+    if (!post_event(psp->evd, e)) { // the CR EVD is full: a non-peer reject, no overflow event (spec)
+        ia->cm->refuse(r.id, Refusal::full);
+        destroy_object(cr);
+    }
+}
+
+namespace {
+
+DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HANDLE evd_handle, DAT_PSP_FLAGS flags,
+                             DAT_PSP_HANDLE* out, Ep* reserved_ep = nullptr)
+{
+    Evd* evd = from_handle<Evd>(evd_handle);
+    if (!evd || !(evd->flags & DAT_EVD_CR_FLAG) || evd->ia != ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
+    if (!out || !qual)
+        return error(DAT_INVALID_PARAMETER, !qual ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
+    if (flags == DAT_PSP_PROVIDER_FLAG)
+        return not_supported(); // ep_creator is DAT_PSP_CREATES_EP_NEVER
+    if (flags != DAT_PSP_CONSUMER_FLAG)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if (!any && (*qual == 0 || *qual > 0xffff))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // qualifiers are TCP ports 1..65535 here
+    Psp* psp = reserved_ep ? make_object<Rsp>() : make_object<Psp>();
+    if (!psp)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    psp->provider = ia->provider;
+    psp->ia = ia;
+    psp->evd = evd;
+    psp->flags = flags;
+    psp->reserved_ep = reserved_ep;
+    psp->listener_id = reinterpret_cast<std::uintptr_t>(psp);
+    std::uint16_t port = any ? 0 : static_cast<std::uint16_t>(*qual);
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        ia->listeners[psp->listener_id] = psp;
+    }
+    const int err = ia->cm->listen(ia->address, port, psp->listener_id);
+    if (err != 0) {
+        {
+            std::lock_guard lock(ia->cm_mutex);
+            ia->listeners.erase(psp->listener_id);
+        }
+        destroy_object(psp);
+        if (err == EADDRINUSE)
+            return error(any ? DAT_CONN_QUAL_UNAVAILABLE : DAT_CONN_QUAL_IN_USE);
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    psp->conn_qual = port;
+    *qual = port;
+    if (reserved_ep) // unconfigured stays unconfigured (spec 6.6.2)
+        reserved_ep->state = reserved_ep->state.load() == DAT_EP_STATE_UNCONFIGURED_UNCONNECTED
+                                 ? DAT_EP_STATE_UNCONFIGURED_RESERVED
+                                 : DAT_EP_STATE_RESERVED;
+    ++evd->users;
+    ia->adopt(psp);
+    *out = psp;
+    return DAT_SUCCESS;
+}
+
+} // namespace
+
+DAT_RETURN psp_create(DAT_IA_HANDLE handle, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
+                      DAT_PSP_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    return psp_create_common(ia, &qual, false, evd, flags, out);
+}
+
+DAT_RETURN psp_create_any(DAT_IA_HANDLE handle, DAT_CONN_QUAL* qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
+                          DAT_PSP_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    return psp_create_common(ia, qual, true, evd, flags, out);
+}
+
+DAT_RETURN psp_query(DAT_PSP_HANDLE handle, DAT_PSP_PARAM_MASK mask, DAT_PSP_PARAM* p)
+{
+    Psp* psp = from_handle<Psp>(handle);
+    if (!psp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP);
+    if (mask & ~DAT_PSP_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (mask) {
+        p->ia_handle = consumer_handle(psp->ia);
+        p->conn_qual = psp->conn_qual;
+        p->evd_handle = psp->evd;
+        p->psp_flags = psp->flags;
+    }
+    return DAT_SUCCESS;
+}
+
+void destroy_psp(Psp* psp)
+{
+    Ia* ia = psp->ia;
+    std::lock_guard lock(ia->cm_mutex);
+    ia->cm->unlisten(psp->listener_id);
+    ia->listeners.erase(psp->listener_id);
+    destroy_object(psp);
+}
+
+DAT_RETURN psp_free(DAT_PSP_HANDLE handle)
+{
+    Psp* psp = from_handle<Psp>(handle);
+    if (!psp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PSP);
+    psp->ia->forget(psp);
+    --psp->evd->users;
+    destroy_psp(psp);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN rsp_create(DAT_IA_HANDLE handle, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep_handle, DAT_EVD_HANDLE evd,
+                      DAT_RSP_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    if (!ep_handle)
+        return not_supported(); // provider-created endpoints: ep_creator is DAT_PSP_CREATES_EP_NEVER
+    Ep* ep = from_handle<Ep>(ep_handle);
+    if (!ep || ep->ia != ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (const DAT_EP_STATE s = ep->state.load();
+        s != DAT_EP_STATE_UNCONNECTED && s != DAT_EP_STATE_UNCONFIGURED_UNCONNECTED)
+        return error(DAT_INVALID_STATE, ep_state_subtype(s));
+    if (qual == 0)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    return psp_create_common(ia, &qual, false, evd, DAT_PSP_CONSUMER_FLAG, out, ep);
+}
+
+DAT_RETURN rsp_query(DAT_RSP_HANDLE handle, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM* p)
+{
+    Rsp* rsp = from_handle<Rsp>(handle);
+    if (!rsp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
+    if (mask & ~DAT_RSP_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (mask) {
+        p->ia_handle = consumer_handle(rsp->ia);
+        p->conn_qual = rsp->conn_qual;
+        p->evd_handle = rsp->evd;
+        p->ep_handle = rsp->reserved_ep;
+    }
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN rsp_free(DAT_RSP_HANDLE handle)
+{
+    Rsp* rsp = from_handle<Rsp>(handle);
+    if (!rsp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RSP);
+    // The endpoint returns to the consumer unless a request already took it.
+    Ep* ep = rsp->reserved_ep;
+    DAT_EP_STATE s = DAT_EP_STATE_RESERVED;
+    if (!ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONNECTED)) {
+        s = DAT_EP_STATE_UNCONFIGURED_RESERVED;
+        ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONFIGURED_UNCONNECTED);
+    }
+    rsp->ia->forget(rsp);
+    --rsp->evd->users;
+    destroy_psp(rsp);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* p)
+{
+    Cr* cr = from_handle<Cr>(handle);
+    if (!cr)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+    if (mask & ~DAT_CR_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (mask) {
+        p->remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&cr->remote);
+        p->remote_port_qual = cm::port_of(cr->remote);
+        p->private_data_size = static_cast<DAT_COUNT>(cr->private_data_size);
+        p->private_data = cr->private_data_size ? cr->private_data : nullptr;
+        p->local_ep_handle = cr->ep; // the RSP's endpoint; none for a PSP
+    }
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pdata_size, const DAT_PVOID pdata)
+{
+    Cr* cr = from_handle<Cr>(handle);
+    if (!cr)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+    if (pdata_size < 0 || pdata_size > max_private_data(cr->ia) || (pdata_size && !pdata))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // the CR stays usable
+    Ep* ep = nullptr;
+    if (cr->ep) { // an RSP's request: only its own endpoint may take it
+        if (ep_handle && ep_handle != cr->ep)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+        ep = cr->ep;
+        if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)
+            return error(DAT_INVALID_STATE, ep_state_subtype(now));
+    } else {
+        if (!ep_handle)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // we never create EPs for PSPs
+        ep = from_handle<Ep>(ep_handle);
+        if (!ep || ep->ia != cr->ia)
+            return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+        if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
+            return error(DAT_INVALID_STATE, ep_state_subtype(now));
+    }
+    if (DAT_RETURN rc = ensure_queues(ep); rc != DAT_SUCCESS)
+        return rc;
+    Ia* ia = cr->ia;
+    ep->remote = cr->remote;
+    ep->remote_port = cm::port_of(cr->remote);
+    ep->state = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+    const auto* bytes = static_cast<const std::uint8_t*>(pdata);
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        ep->cm_id = cr->request_id;
+        ia->attempts[cr->request_id] = ep;
+    }
+    const bool sent = ia->cm->accept(cr->request_id, *ep, std::vector<std::uint8_t>(bytes, bytes + pdata_size),
+                                     std::chrono::milliseconds(5000));
+    if (!sent) {
+        {
+            std::lock_guard lock(ia->cm_mutex);
+            ia->attempts.erase(cr->request_id);
+        }
+        ep->state = DAT_EP_STATE_DISCONNECTED;
+        post_connection_event(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, nullptr, 0);
+    }
+    destroy_object(cr); // the CR is consumed either way
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID pdata)
+{
+    Cr* cr = from_handle<Cr>(handle);
+    if (!cr)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+    if (pdata_size < 0 || pdata_size > max_private_data(cr->ia) || (pdata_size && !pdata))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    const auto* bytes = static_cast<const std::uint8_t*>(pdata);
+    cr->ia->cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
+    if (cr->ep) { // an RSP's endpoint goes back to the consumer
+        DAT_EP_STATE s = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+        if (!cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONNECTED)) {
+            s = DAT_EP_STATE_UNCONFIGURED_PASSIVE;
+            cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONFIGURED_UNCONNECTED);
+        }
+    }
+    destroy_object(cr);
+    return DAT_SUCCESS;
+}
+
+} // namespace fastdapl::core

@@ -1,0 +1,70 @@
+// Service points (PSP, RSP) and connection requests (CR).
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include "connection.hpp"
+#include "handles.hpp"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace fastdapl::core {
+
+class Evd;
+class Ep;
+
+class Psp : public Object {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_PSP;
+    DAT_CONN_QUAL conn_qual = 0;
+    Evd* evd = nullptr;
+    DAT_PSP_FLAGS flags = DAT_PSP_CONSUMER_FLAG;
+    std::uint64_t listener_id = 0;
+    // A reserved service point: its one endpoint, and whether its single
+    // connection request has come.
+    Ep* reserved_ep = nullptr;
+    std::atomic<bool> fired{false};
+};
+
+// An RSP is a PSP bound to one endpoint that takes one request; only its
+// handle type differs.
+class Rsp : public Psp {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_RSP;
+};
+
+class Cr : public Object {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_CR;
+    Psp* psp = nullptr;
+    Ep* ep = nullptr; // the RSP's endpoint, for a request on an RSP
+    std::uint64_t request_id = 0;
+    sockaddr_storage remote{};
+    DAT_CONN_QUAL conn_qual = 0;
+    std::uint32_t private_data_size = 0;
+    std::uint8_t private_data[kMaxConnectionPrivateData] = {};
+};
+
+// A connection request arrived for `listener` (a CM's thread, the IA's
+// cm_mutex not yet held).
+struct IncomingRequest {
+    std::uint64_t listener = 0;
+    std::uint64_t id = 0;
+    sockaddr_storage remote{};
+    DAT_CONN_QUAL conn_qual = 0;
+    std::vector<std::uint8_t> private_data;
+};
+void cm_request(Ia* ia, const IncomingRequest& r);
+
+// How a connection attempt ended (a CM's thread).
+enum class AttemptOutcome { established, rejected, no_listener, unreachable, timed_out, failed };
+void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const std::vector<std::uint8_t>& private_data);
+
+void destroy_psp(Psp* psp);
+
+} // namespace fastdapl::core
