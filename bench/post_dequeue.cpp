@@ -1,10 +1,13 @@
 // Instruction count of the data path through the public API: one
 // dat_ep_post_send of 8 bytes and one dat_evd_dequeue of its completion,
-// on a connected loopback pair of fastdapl-tcp; and one dat_srq_post_recv. Run under
+// on a connected loopback pair of one IA; and one dat_srq_post_recv. The IA
+// is the third argument, else $FASTDAPL_BENCH_IA, else fastdapl-tcp (the
+// softnic); fastdapl-mlx5_0-1 on the software mlx5 device measures the mlx5
+// direct path (bench/README.md). Run under
 //   valgrind --tool=callgrind --collect-atstart=no --separate-threads=yes
 // Only the two calls are collected (client requests around them), and only
-// the calling thread's file counts: the softnic engine thread's work (which
-// moves the bytes and writes the CQE) is in its own file.
+// the calling thread's file counts: the engine thread's work (which moves
+// the bytes and writes the CQE) is in its own file.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
@@ -41,19 +44,21 @@ DAT_EVENT wait_for(DAT_EVD_HANDLE evd)
 
 int main(int argc, char** argv)
 {
-    // argv: which call to collect (post|dequeue|srq-post), iterations.
+    // argv: which call to collect (post|dequeue|srq-post), iterations, IA.
     const std::string collect = argc > 1 ? argv[1] : "post";
     const int iterations = argc > 2 ? std::atoi(argv[2]) : 1000;
+    const char* env_ia = std::getenv("FASTDAPL_BENCH_IA");
+    std::string ia_name = argc > 3 ? argv[3] : env_ia && *env_ia ? env_ia : "fastdapl-tcp";
     const bool collect_post = collect == "post", collect_dequeue = collect == "dequeue";
     const bool collect_srq_post = collect == "srq-post";
     if ((!collect_post && !collect_dequeue && !collect_srq_post) || iterations <= 0 || iterations > 30000) {
-        std::fprintf(stderr, "usage: post_dequeue post|dequeue|srq-post [iterations, at most 30000]\n");
+        std::fprintf(stderr, "usage: post_dequeue post|dequeue|srq-post [iterations, at most 30000 [IA]]\n");
         return 2;
     }
     DAT_IA_HANDLE ia;
     DAT_EVD_HANDLE async = DAT_HANDLE_NULL, dto_a, dto_b, conn_a, conn_b, cr;
     DAT_PZ_HANDLE pz;
-    check(dat_ia_open(const_cast<char*>("fastdapl-tcp"), 8, &async, &ia), "dat_ia_open");
+    check(dat_ia_open(ia_name.data(), 8, &async, &ia), "dat_ia_open");
     check(dat_pz_create(ia, &pz), "dat_pz_create");
     for (DAT_EVD_HANDLE* evd : {&dto_a, &dto_b})
         check(dat_evd_create(ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd), "dat_evd_create");
@@ -75,7 +80,14 @@ int main(int argc, char** argv)
                          &lkey, &rkey, &size, &va),
           "dat_lmr_create");
     DAT_IA_ATTR attr{};
-    check(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), "dat_ia_query");
+    DAT_PROVIDER_ATTR provider_attr{};
+    check(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, DAT_PROVIDER_FIELD_ALL, &provider_attr), "dat_ia_query");
+    // Which data path was measured (the gate checks it is the one it meant).
+    for (DAT_COUNT i = 0; i < provider_attr.num_provider_specific_attr; ++i) {
+        const DAT_NAMED_ATTR& named = provider_attr.provider_specific_attr[i];
+        if (std::string(named.name) == "FASTDAPL_DATA_PATH")
+            std::printf("post_dequeue: %s: FASTDAPL_DATA_PATH %s\n", ia_name.c_str(), named.value);
+    }
     DAT_CONN_QUAL qual = 0;
     DAT_PSP_HANDLE psp;
     check(dat_psp_create_any(ia, &qual, cr, DAT_PSP_CONSUMER_FLAG, &psp), "dat_psp_create_any");
