@@ -19,7 +19,7 @@
 # and every other check passed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-budgets= direct_budgets= direct_build= shim= bare= max_ratio=
+budgets='' direct_budgets='' direct_build='' shim='' bare='' max_ratio=''
 while [ $# -gt 0 ]; do
     case $1 in
     --budgets) budgets=$2; shift 2 ;;
@@ -99,11 +99,12 @@ over "softnic dat_evd_dequeue" $((dequeue / n)) "$dequeue_budget"
 over "softnic dat_srq_post_recv" $((srq_post / n)) "$srq_post_budget"
 
 # The mlx5 direct path on the software mlx5 device.
-direct= ratio=
+direct='' ratio=''
 if [ -n "$direct_build" ]; then
+    # shellcheck disable=SC2317 # called through count's "${cmd[@]}"
     fake() { "$here/with_fake_mlx5.sh" "$direct_build" "$shim" "$@"; }
     out=$(count direct-post fake valgrind "$bin" post "$n" fastdapl-mlx5_0-1) && rc=0 || rc=$?
-    if [ $rc -eq 0 ]; then
+    if [ "$rc" -eq 0 ]; then
         if ! grep -q 'FASTDAPL_DATA_PATH mlx5 direct' "$work/direct-post.log"; then
             cat "$work/direct-post.log"
             echo "FAIL: fastdapl-mlx5_0-1 did not take the mlx5 direct path"; exit 1
@@ -120,7 +121,7 @@ if [ -n "$direct_build" ]; then
         over "direct dat_evd_dequeue" $((d_dequeue / n)) "$direct_dequeue_budget"
         over "direct dat_srq_post_recv" $((d_srq_post / n)) "$direct_srq_post_budget"
     else
-        [ $rc -eq 77 ] || exit 1
+        [ "$rc" -eq 77 ] || exit 1
         echo "mlx5 direct path: skipped (no software mlx5 device here)"
     fi
 fi
