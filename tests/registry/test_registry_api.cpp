@@ -286,6 +286,98 @@ TEST_F(Registry, LinkedInProviderWithoutConfLine)
     EXPECT_EQ(type_of(open_ia("linked-in", &ia)), static_cast<DAT_RETURN>(DAT_PROVIDER_NOT_FOUND));
 }
 
+// The forward looks first where it last found a provider's table: a
+// provider removed right after serving calls must not keep being called.
+TEST_F(Registry, RemovedProviderIsRefusedRightAfterServingCalls)
+{
+    DAT_PROVIDER_INFO info{};
+    std::strcpy(info.ia_name, "linked-in-removed");
+    info.dapl_version_major = 2;
+    const DAT_PROVIDER* provider = testprov_linked_in_provider();
+    ASSERT_EQ(dat_registry_add_provider(provider, &info), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    struct {
+        const DAT_PROVIDER* provider;
+    } object{provider};
+    DAT_HANDLE_TYPE type;
+    DAT_EVENT event;
+    for (int i = 0; i < 3; ++i) { // the same provider, call after call
+        testprov_reset();
+        ASSERT_EQ(dat_get_handle_type(&object, &type), static_cast<DAT_RETURN>(DAT_SUCCESS));
+        ASSERT_EQ(dat_evd_dequeue(&object, &event), static_cast<DAT_RETURN>(DAT_SUCCESS));
+        ASSERT_EQ(testprov_call_count(), 2);
+        EXPECT_EQ(testprov_last_call()->args[0], bits(&object));
+    }
+    ASSERT_EQ(dat_registry_remove_provider(provider, &info), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    testprov_reset();
+    EXPECT_EQ(type_of(dat_get_handle_type(&object, &type)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_evd_dequeue(&object, &event)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(testprov_call_count(), 0);
+
+    // Another provider served in between, then the removed one again.
+    DAT_IA_HANDLE ia;
+    ASSERT_EQ(open_ia("testprov", &ia), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    void* live = testprov_handle("testprov");
+    ASSERT_EQ(dat_get_handle_type(live, &type), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    EXPECT_EQ(testprov_last_call()->args[0], bits(live));
+    testprov_reset();
+    EXPECT_EQ(type_of(dat_get_handle_type(&object, &type)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(testprov_call_count(), 0);
+    EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), static_cast<DAT_RETURN>(DAT_SUCCESS));
+}
+
+TEST_F(Registry, UnloadedProviderIsRefusedRightAfterServingCalls)
+{
+    DAT_IA_HANDLE ia;
+    ASSERT_EQ(open_ia("testprov", &ia), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    // A stale handle: an object of ours whose first word is the provider's
+    // table (the provider's own objects go with its library).
+    struct {
+        const DAT_PROVIDER* provider;
+    } stale{*static_cast<DAT_PROVIDER* const*>(testprov_handle("testprov"))};
+    DAT_HANDLE_TYPE type;
+    DAT_EVENT event;
+    for (int i = 0; i < 3; ++i) {
+        testprov_reset();
+        ASSERT_EQ(dat_evd_dequeue(&stale, &event), static_cast<DAT_RETURN>(DAT_SUCCESS));
+        ASSERT_EQ(testprov_call_count(), 1);
+    }
+    // The last close: the provider removes itself and is unloaded.
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    ASSERT_EQ(testprov_handle("testprov"), nullptr);
+    testprov_reset();
+    EXPECT_EQ(type_of(dat_evd_dequeue(&stale, &event)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_get_handle_type(&stale, &type)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
+    EXPECT_EQ(testprov_call_count(), 0);
+}
+
+// Calls alternating between two providers (the forward looking first where
+// it found the other one) are all served, each with its own handle.
+TEST_F(Registry, CallsAlternatingBetweenProvidersAreAllServed)
+{
+    DAT_PROVIDER_INFO info{};
+    std::strcpy(info.ia_name, "linked-in-alternating");
+    info.dapl_version_major = 2;
+    const DAT_PROVIDER* linked = testprov_linked_in_provider();
+    ASSERT_EQ(dat_registry_add_provider(linked, &info), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    DAT_IA_HANDLE ia;
+    ASSERT_EQ(open_ia("testprov", &ia), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    void* loaded = testprov_handle("testprov");
+    struct {
+        const DAT_PROVIDER* provider;
+    } mine{linked};
+    ASSERT_NE(*static_cast<DAT_PROVIDER* const*>(loaded), linked);
+    DAT_EVENT event;
+    for (int i = 0; i < 6; ++i) {
+        void* h = i % 3 == 0 ? loaded : static_cast<void*>(&mine);
+        testprov_reset();
+        ASSERT_EQ(dat_evd_dequeue(h, &event), static_cast<DAT_RETURN>(DAT_SUCCESS));
+        ASSERT_EQ(testprov_call_count(), 1);
+        EXPECT_EQ(testprov_last_call()->args[0], bits(h));
+    }
+    EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), static_cast<DAT_RETURN>(DAT_SUCCESS));
+    EXPECT_EQ(dat_registry_remove_provider(linked, &info), static_cast<DAT_RETURN>(DAT_SUCCESS));
+}
+
 TEST_F(Registry, ProvidersRelated)
 {
     DAT_HA_RELATIONSHIP rel = DAT_HA_EXTENSION_BASE;
