@@ -10,6 +10,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
+// after udat.h, which it needs
 #include <dat2/dat_registry.h>
 
 #include <valgrind/callgrind.h>
@@ -21,9 +22,15 @@
 
 namespace {
 
-DAT_RETURN noop_open(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE*, DAT_IA_HANDLE*) { return DAT_SUCCESS; }
+DAT_RETURN noop_open(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE*, DAT_IA_HANDLE*)
+{
+    return DAT_SUCCESS;
+}
 
-__attribute__((noinline)) DAT_RETURN noop_dequeue(DAT_EVD_HANDLE, DAT_EVENT*) { return DAT_SUCCESS; }
+__attribute__((noinline)) DAT_RETURN noop_dequeue(DAT_EVD_HANDLE, DAT_EVENT*)
+{
+    return DAT_SUCCESS;
+}
 
 constexpr int kMax = 16;
 DAT_PROVIDER g_tables[kMax];
