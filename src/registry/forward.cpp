@@ -11,17 +11,37 @@ using namespace fastdapl::registry;
 
 namespace {
 
-// Calls `Member` of the provider that owns `h`, passing `h` first.
+// Calls `Member` of `p` (nullptr: no registered provider owns `h`).
 template <auto Member, typename... Args>
-inline DAT_RETURN forward(DAT_HANDLE h, DAT_RETURN bad_handle_subtype, Args... args)
+inline DAT_RETURN call_provider(const DAT_PROVIDER* p, DAT_HANDLE h, DAT_RETURN bad_handle_subtype, Args... args)
 {
-    const DAT_PROVIDER* p = provider_of(h);
     if (!p) [[unlikely]]
         return dat_error(DAT_INVALID_HANDLE, bad_handle_subtype);
     const auto fn = p->*Member;
     if (!fn) [[unlikely]] // a provider built against an older dat_provider table
         return dat_error(DAT_MODEL_NOT_SUPPORTED);
     return fn(h, args...);
+}
+
+// forward() when the hinted slot does not hold the handle's table. Out of
+// line, so that the common case needs no stack frame: forward() jumps here.
+template <auto Member, typename... Args>
+__attribute__((noinline)) DAT_RETURN forward_scan(DAT_HANDLE h, DAT_RETURN bad_handle_subtype, Args... args)
+{
+    return call_provider<Member>(provider_of_scan(first_word(h)), h, bad_handle_subtype, args...);
+}
+
+// Calls `Member` of the provider that owns `h`, passing `h` first: the
+// table in the hinted slot is compared first, then all of them.
+template <auto Member, typename... Args>
+inline DAT_RETURN forward(DAT_HANDLE h, DAT_RETURN bad_handle_subtype, Args... args)
+{
+    if (!may_be_object(h)) [[unlikely]]
+        return dat_error(DAT_INVALID_HANDLE, bad_handle_subtype);
+    const DAT_PROVIDER* p = first_word(h);
+    if (!is_hinted_provider(p)) [[unlikely]]
+        return forward_scan<Member>(h, bad_handle_subtype, args...);
+    return call_provider<Member>(p, h, bad_handle_subtype, args...);
 }
 
 // The same for calls whose first handle is an IA: the consumer holds the

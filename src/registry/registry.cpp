@@ -34,6 +34,23 @@ namespace fastdapl::registry {
 
 std::atomic<const DAT_PROVIDER*> g_known_providers[kMaxProviders];
 std::atomic<int> g_known_provider_count{0};
+// Its own cache line: written when calls alternate between providers, read
+// on every call.
+alignas(64) std::atomic<const std::atomic<const DAT_PROVIDER*>*> g_provider_hint{&g_known_providers[0]};
+
+__attribute__((noinline)) const DAT_PROVIDER* provider_of_scan(const DAT_PROVIDER* p)
+{
+    if (!p)
+        return nullptr;
+    const int n = g_known_provider_count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+        if (g_known_providers[i].load(std::memory_order_acquire) == p) {
+            g_provider_hint.store(&g_known_providers[i], std::memory_order_relaxed);
+            return p;
+        }
+    }
+    return nullptr;
+}
 
 namespace {
 

@@ -12,6 +12,9 @@
 #include <cstdint>
 
 #define FASTDAPL_EXPORT __attribute__((visibility("default")))
+// For data the forward reads: a hidden declaration lets the compiler address
+// it directly instead of through the GOT.
+#define FASTDAPL_HIDDEN __attribute__((visibility("hidden")))
 
 namespace fastdapl::registry {
 
@@ -35,9 +38,18 @@ DAT_IA_HANDLE lookup_ia(DAT_IA_HANDLE consumer_handle);
 // Registered DAT_PROVIDER tables. Checked before any handle is dereferenced
 // for forwarding, so a foreign pointer or a handle of an unloaded provider
 // is answered with DAT_INVALID_HANDLE. Lock-free: this sits on the data path.
+// A slot, once used, only ever holds a registered table or nullptr (removal
+// clears it), and g_known_provider_count never shrinks.
 inline constexpr int kMaxProviders = 64;
-extern std::atomic<const DAT_PROVIDER*> g_known_providers[kMaxProviders];
-extern std::atomic<int> g_known_provider_count;
+extern FASTDAPL_HIDDEN std::atomic<const DAT_PROVIDER*> g_known_providers[kMaxProviders];
+extern FASTDAPL_HIDDEN std::atomic<int> g_known_provider_count;
+
+// The slot of g_known_providers where provider_of() last found a handle's
+// table: where it looks first. Only a guess of where to look: the slot's
+// current value is what a handle's first word is compared with, as in the
+// scan, so a provider whose slot removal cleared is refused through the hint
+// as well (nothing to clear here on removal). Always points into the array.
+extern FASTDAPL_HIDDEN std::atomic<const std::atomic<const DAT_PROVIDER*>*> g_provider_hint;
 
 inline bool is_known_provider(const DAT_PROVIDER* p)
 {
@@ -48,16 +60,41 @@ inline bool is_known_provider(const DAT_PROVIDER* p)
     return false;
 }
 
+// Whether `h` can be read as a provider object: not NULL or near it, 8-byte
+// aligned. Its first word is then the table to check.
+inline bool may_be_object(DAT_HANDLE h)
+{
+    const auto v = reinterpret_cast<std::uintptr_t>(h);
+    return v >= 4096 && (v & 7u) == 0;
+}
+
+inline const DAT_PROVIDER* first_word(DAT_HANDLE h)
+{
+    return *reinterpret_cast<DAT_PROVIDER* const*>(h);
+}
+
+// Whether `p` is the table in the hinted slot. True for p == nullptr when
+// that slot was cleared: callers refuse nullptr whatever this says.
+inline bool is_hinted_provider(const DAT_PROVIDER* p)
+{
+    return p == g_provider_hint.load(std::memory_order_relaxed)->load(std::memory_order_acquire);
+}
+
+// `p` if it is a registered table, else nullptr: the scan of all slots,
+// which moves the hint to the slot where it found `p`.
+FASTDAPL_HIDDEN const DAT_PROVIDER* provider_of_scan(const DAT_PROVIDER* p);
+
 // The provider of a non-IA handle, or nullptr if it cannot be a live
 // provider object (NULL, misaligned, or its first word is no registered
 // provider table).
 inline const DAT_PROVIDER* provider_of(DAT_HANDLE h)
 {
-    const auto v = reinterpret_cast<std::uintptr_t>(h);
-    if (v < 4096 || (v & 7u) != 0)
+    if (!may_be_object(h))
         return nullptr;
-    const DAT_PROVIDER* p = *reinterpret_cast<DAT_PROVIDER* const*>(h);
-    return is_known_provider(p) ? p : nullptr;
+    const DAT_PROVIDER* p = first_word(h);
+    if (is_hinted_provider(p)) [[likely]]
+        return p; // nullptr if it matched a cleared slot
+    return provider_of_scan(p);
 }
 
 // Debug output on stderr, enabled by FASTDAPL_DEBUG or DAT_DBG_TYPE set to
