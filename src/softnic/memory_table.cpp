@@ -7,8 +7,15 @@
 
 namespace fastdapl::softnic {
 
-std::uint32_t MemoryTable::add(std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd)
+std::uint32_t MemoryTable::add(std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd,
+                               RangeFault* fault)
 {
+    // Outside the lock: it reads the process's map.
+    const RangeFault f = check_mapped(addr, length, (access & (kLocalWrite | kRemoteWrite)) != 0);
+    if (fault)
+        *fault = f;
+    if (f != RangeFault::none)
+        return 0;
     std::unique_lock lock(mutex_);
     std::uint32_t slot;
     if (!free_slots_.empty()) {

@@ -4,6 +4,8 @@
 // Copyright (c) 2026 the fastdapl authors
 #pragma once
 
+#include "mapped_range.hpp"
+
 #include <cstdint>
 #include <shared_mutex>
 #include <vector>
@@ -22,7 +24,13 @@ public:
     // Registers [addr, addr+length) and returns its key (used as lkey and
     // rkey). Key layout: slot index << 8 | 8-bit generation, so a key of a
     // freed region stops matching when its slot is reused.
-    std::uint32_t add(std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd);
+    // Returns 0 when the table is full, or when the range is not mapped in
+    // this process readable throughout, and writable if kLocalWrite or
+    // kRemoteWrite is asked for (check_mapped): a device refuses to pin
+    // such a range, and the softnic would fault copying into it. `fault`,
+    // if given, receives check_mapped's answer (none when the table is full).
+    std::uint32_t add(std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd,
+                      RangeFault* fault = nullptr);
 
     // Returns false for an unknown key.
     bool remove(std::uint32_t key);

@@ -574,7 +574,13 @@ FAKE_API ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_
     m->mr.pd = pd;
     m->mr.addr = addr;
     m->mr.length = length;
-    m->mr.lkey = m->mr.rkey = device().memory().add(reinterpret_cast<std::uintptr_t>(addr), length, a, p->snpd);
+    sn::RangeFault fault = sn::RangeFault::none;
+    m->mr.lkey = m->mr.rkey = device().memory().add(reinterpret_cast<std::uintptr_t>(addr), length, a, p->snpd, &fault);
+    if (m->mr.lkey == 0) { // as the kernel: EFAULT for memory it cannot pin
+        delete m;
+        errno = fault == sn::RangeFault::none ? ENOMEM : EFAULT;
+        return nullptr;
+    }
     ++p->users;
     return &m->mr;
 }

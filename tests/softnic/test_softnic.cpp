@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -101,29 +102,148 @@ Sge sge_of(std::vector<char>& buf, std::uint32_t key, std::size_t offset = 0, st
 std::uint8_t opcode(const mlx5_cqe64& c) { return c.op_own >> 4; }
 std::uint8_t syndrome(const mlx5_cqe64& c) { return reinterpret_cast<const std::uint8_t*>(&c)[55]; }
 
+std::uint64_t page_size()
+{
+    return static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Fresh anonymous read-write pages; unmaps what is left of them.
+struct Pages {
+    explicit Pages(std::size_t n) : n(n)
+    {
+        void* m = mmap(nullptr, n * page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        EXPECT_NE(m, MAP_FAILED);
+        base = m == MAP_FAILED ? 0 : reinterpret_cast<std::uintptr_t>(m);
+    }
+    ~Pages()
+    {
+        for (std::size_t i = 0; i < n; ++i)
+            unmap(i);
+    }
+    std::uint64_t at(std::size_t i) const { return base + i * page_size(); }
+    void unmap(std::size_t i)
+    {
+        if (base && !(gone & (1u << i))) {
+            EXPECT_EQ(munmap(reinterpret_cast<void*>(at(i)), page_size()), 0);
+        }
+        gone |= 1u << i;
+    }
+    std::size_t n;
+    std::uint64_t base = 0;
+    unsigned gone = 0;
+};
+
 } // namespace
 
 TEST(MemoryTable, ChecksRangeRightsAndProtectionDomain)
 {
+    // Registered memory must be mapped: a page of our own, its offsets as before.
+    Pages page(1);
+    const std::uint64_t b = page.at(0);
     softnic::MemoryTable t;
-    const std::uint32_t k = t.add(0x1000, 0x100, softnic::kLocalRead | softnic::kRemoteWrite, 7);
+    const std::uint32_t k = t.add(b, 0x100, softnic::kLocalRead | softnic::kRemoteWrite, 7);
     ASSERT_NE(k, 0u);
-    EXPECT_TRUE(t.check(k, 0x1000, 0x100, softnic::kLocalRead, 7));
-    EXPECT_TRUE(t.check(k, 0x10ff, 1, softnic::kRemoteWrite, 7));
-    EXPECT_TRUE(t.check(k, 0x1100, 0, softnic::kLocalRead, 7));
-    EXPECT_FALSE(t.check(k, 0x0fff, 1, softnic::kLocalRead, 7));
-    EXPECT_FALSE(t.check(k, 0x10ff, 2, softnic::kLocalRead, 7));
-    EXPECT_FALSE(t.check(k, 0x1000, ~0ull, softnic::kLocalRead, 7));
+    EXPECT_TRUE(t.check(k, b, 0x100, softnic::kLocalRead, 7));
+    EXPECT_TRUE(t.check(k, b + 0xff, 1, softnic::kRemoteWrite, 7));
+    EXPECT_TRUE(t.check(k, b + 0x100, 0, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, b - 1, 1, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, b + 0xff, 2, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, b, ~0ull, softnic::kLocalRead, 7));
     EXPECT_FALSE(t.check(k, ~0ull, 2, softnic::kLocalRead, 7)); // wraps around
-    EXPECT_FALSE(t.check(k, 0x1000, 8, softnic::kRemoteRead, 7));
-    EXPECT_FALSE(t.check(k, 0x1000, 8, softnic::kLocalRead, 8));
-    EXPECT_FALSE(t.check(0, 0x1000, 8, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, b, 8, softnic::kRemoteRead, 7));
+    EXPECT_FALSE(t.check(k, b, 8, softnic::kLocalRead, 8));
+    EXPECT_FALSE(t.check(0, b, 8, softnic::kLocalRead, 7));
     EXPECT_TRUE(t.remove(k));
     EXPECT_FALSE(t.remove(k));
-    EXPECT_FALSE(t.check(k, 0x1000, 8, softnic::kLocalRead, 7));
-    const std::uint32_t again = t.add(0x1000, 0x100, softnic::kLocalRead, 7); // same slot, new key
+    EXPECT_FALSE(t.check(k, b, 8, softnic::kLocalRead, 7));
+    const std::uint32_t again = t.add(b, 0x100, softnic::kLocalRead, 7); // same slot, new key
+    EXPECT_NE(again, 0u);
     EXPECT_NE(again, k);
-    EXPECT_FALSE(t.check(k, 0x1000, 8, softnic::kLocalRead, 7));
+    EXPECT_FALSE(t.check(k, b, 8, softnic::kLocalRead, 7));
+}
+
+TEST(MappedRange, RefusesWhatIsNotMappedWithTheAccessAskedFor)
+{
+    using softnic::RangeFault;
+    const std::uint64_t pg = page_size();
+    Pages p(4); // rw rw none unmapped
+    ASSERT_EQ(mprotect(reinterpret_cast<void*>(p.at(2)), pg, PROT_NONE), 0);
+    p.unmap(3);
+
+    EXPECT_EQ(softnic::check_mapped(p.at(0), 2 * pg, true), RangeFault::none);
+    EXPECT_EQ(softnic::check_mapped(p.at(1) + 8, pg - 8, true), RangeFault::none);
+    // Not mapped at all, and PROT_NONE: from the first byte.
+    EXPECT_EQ(softnic::check_mapped(p.at(3), 16, false), RangeFault::start);
+    EXPECT_EQ(softnic::check_mapped(p.at(3) + 100, 1, true), RangeFault::start);
+    EXPECT_EQ(softnic::check_mapped(p.at(2), 16, false), RangeFault::start);
+    EXPECT_EQ(softnic::check_mapped(p.at(2) + pg - 1, 1, false), RangeFault::start);
+    // Running past the end of the mapping, into PROT_NONE or into nothing.
+    EXPECT_EQ(softnic::check_mapped(p.at(1), pg + 1, false), RangeFault::length);
+    EXPECT_EQ(softnic::check_mapped(p.at(0), 4 * pg, true), RangeFault::length);
+    // Absurd lengths, a length that wraps, and none at all: refused at once.
+    EXPECT_EQ(softnic::check_mapped(p.at(0), std::uint64_t{1} << 63, false), RangeFault::length);
+    EXPECT_EQ(softnic::check_mapped(p.at(0), ~std::uint64_t{0}, false), RangeFault::length);
+    EXPECT_EQ(softnic::check_mapped(p.at(0), -p.at(0), false), RangeFault::length); // ends exactly at 2^64
+    EXPECT_EQ(softnic::check_mapped(p.at(0), 0, false), RangeFault::length);
+    // Nothing, and the kernel's own pages: the null page and vsyscall.
+    EXPECT_EQ(softnic::check_mapped(0, 16, false), RangeFault::start);
+    EXPECT_EQ(softnic::check_mapped(0xffffffffff600000ull, 16, false), RangeFault::start);
+}
+
+TEST(MappedRange, WriteRightsNeedWritableMemory)
+{
+    using softnic::RangeFault;
+    const std::uint64_t pg = page_size();
+    Pages p(2);
+    ASSERT_EQ(mprotect(reinterpret_cast<void*>(p.at(1)), pg, PROT_READ), 0);
+    EXPECT_EQ(softnic::check_mapped(p.at(1), 64, false), RangeFault::none);
+    EXPECT_EQ(softnic::check_mapped(p.at(1), 64, true), RangeFault::rights);
+    EXPECT_EQ(softnic::check_mapped(p.at(0), 2 * pg, false), RangeFault::none);
+    EXPECT_EQ(softnic::check_mapped(p.at(0), 2 * pg, true), RangeFault::rights);
+    EXPECT_EQ(softnic::check_mapped(p.at(0), pg, true), RangeFault::none);
+}
+
+TEST(MappedRange, SpansAdjacentMappings)
+{
+    using softnic::RangeFault;
+    const std::uint64_t pg = page_size();
+    Pages p(3);
+    // Three mappings side by side that the kernel cannot merge: private,
+    // shared, private (a shared mapping never merges with a private one).
+    void* shared = mmap(reinterpret_cast<void*>(p.at(1)), pg, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    ASSERT_EQ(shared, reinterpret_cast<void*>(p.at(1)));
+    EXPECT_EQ(softnic::check_mapped(p.at(0), 3 * pg, true), RangeFault::none);
+    EXPECT_EQ(softnic::check_mapped(p.at(0) + pg - 1, pg + 2, true), RangeFault::none);
+    // A hole in the middle breaks it.
+    p.unmap(1);
+    EXPECT_EQ(softnic::check_mapped(p.at(0), 3 * pg, false), RangeFault::length);
+    EXPECT_EQ(softnic::check_mapped(p.at(2), pg, true), RangeFault::none);
+}
+
+TEST(MemoryTable, RefusesUnmappedRangesAndKeepsTheOthers)
+{
+    const std::uint64_t pg = page_size();
+    Pages p(3);
+    ASSERT_EQ(mprotect(reinterpret_cast<void*>(p.at(1)), pg, PROT_READ), 0);
+    p.unmap(2);
+    softnic::MemoryTable t;
+    const std::uint32_t good = t.add(p.at(0), pg, kAll, 1);
+    ASSERT_NE(good, 0u);
+    softnic::RangeFault why = softnic::RangeFault::none;
+    EXPECT_EQ(t.add(p.at(2), 64, softnic::kLocalRead, 1, &why), 0u);
+    EXPECT_EQ(why, softnic::RangeFault::start);
+    EXPECT_EQ(t.add(p.at(0), std::uint64_t{1} << 63, kAll, 1, &why), 0u);
+    EXPECT_EQ(why, softnic::RangeFault::length);
+    EXPECT_EQ(t.add(p.at(1), 64, softnic::kLocalRead | softnic::kRemoteWrite, 1, &why), 0u);
+    EXPECT_EQ(why, softnic::RangeFault::rights);
+    EXPECT_EQ(t.add(p.at(1), 64, softnic::kLocalWrite, 1, &why), 0u);
+    EXPECT_EQ(why, softnic::RangeFault::rights);
+    const std::uint32_t readable = t.add(p.at(1), 64, softnic::kLocalRead | softnic::kRemoteRead, 1, &why);
+    EXPECT_NE(readable, 0u);
+    EXPECT_EQ(why, softnic::RangeFault::none);
+    EXPECT_TRUE(t.check(good, p.at(0), pg, softnic::kRemoteWrite, 1));
+    EXPECT_TRUE(t.check(readable, p.at(1), 64, softnic::kRemoteRead, 1));
 }
 
 TEST(Softnic, SendReceiveMovesDataAndCompletesBothSides)
