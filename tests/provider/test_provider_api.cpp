@@ -3,16 +3,20 @@
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
 
+#include "connect_through_psp.hpp"
 #include "test_ia.hpp"
 
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -192,6 +196,99 @@ TEST_F(Provider, GracefulCloseWaitsForChildrenAbruptCloseCascades)
     for (DAT_HANDLE h : {pz, lmr, evd, async})
         EXPECT_EQ(type_of(dat_get_handle_type(h, &t)), static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
     ia = DAT_HANDLE_NULL;
+}
+
+// A device pins registered memory and refuses what it cannot pin; so must
+// every IA, or a peer's RDMA through such a region's key faults this process.
+TEST_F(Provider, LmrCreateRefusesMemoryThatIsNotThere)
+{
+    const std::size_t pg = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    // Pages: 0 read-write, 1 read-only, 2 unmapped, 3 PROT_NONE.
+    void* m = mmap(nullptr, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    char* const page = static_cast<char*>(m);
+    std::memset(page + pg, 'r', pg);
+    ASSERT_EQ(mprotect(page + pg, pg, PROT_READ), 0);
+    ASSERT_EQ(munmap(page + 2 * pg, pg), 0);
+    ASSERT_EQ(mprotect(page + 3 * pg, pg, PROT_NONE), 0);
+
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    auto create = [&](void* at, DAT_VLEN length, int privileges, DAT_LMR_HANDLE* lmr = nullptr,
+                      DAT_LMR_CONTEXT* lctx = nullptr, DAT_RMR_CONTEXT* rctx = nullptr) {
+        DAT_REGION_DESCRIPTION region;
+        region.for_va = at;
+        DAT_LMR_HANDLE dummy = DAT_HANDLE_NULL;
+        return dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, length, pz, static_cast<DAT_MEM_PRIV_FLAGS>(privileges),
+                              DAT_VA_TYPE_VA, lmr ? lmr : &dummy, lctx, rctx, nullptr, nullptr);
+    };
+    // A good region first: it must survive the refusals.
+    DAT_LMR_HANDLE good;
+    DAT_LMR_CONTEXT good_l;
+    DAT_RMR_CONTEXT good_r;
+    ASSERT_EQ(create(page, pg, DAT_MEM_PRIV_ALL_FLAG, &good, &good_l, &good_r), kOk);
+
+    const DAT_RETURN invalid = DAT_INVALID_PARAMETER;
+    const int read = DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG;
+    EXPECT_EQ(type_of(create(page + 2 * pg, 64, read)), invalid);                       // not mapped
+    EXPECT_EQ(type_of(create(page + 3 * pg, 64, read)), invalid);                       // PROT_NONE
+    EXPECT_EQ(type_of(create(page + pg, pg + 1, read)), invalid);                       // past the end of its mapping
+    EXPECT_EQ(type_of(create(page, DAT_VLEN{1} << 63, read)), invalid);                 // 2^63 on one page
+    EXPECT_EQ(type_of(create(page, ~DAT_VLEN{0} - 8, read)), invalid);                  // wraps around
+    EXPECT_EQ(type_of(create(page + 2 * pg - 8, 16, read)), invalid);                   // ends in the hole
+    EXPECT_EQ(type_of(create(page + pg, 64, DAT_MEM_PRIV_LOCAL_WRITE_FLAG)), invalid);  // read-only memory
+    EXPECT_EQ(type_of(create(page + pg, 64, DAT_MEM_PRIV_REMOTE_WRITE_FLAG)), invalid); // read-only memory
+    EXPECT_EQ(type_of(create(page, 2 * pg, DAT_MEM_PRIV_ALL_FLAG)), invalid);           // write rights half read-only
+    // Read-only memory for reading is fine.
+    DAT_LMR_HANDLE ro;
+    DAT_RMR_CONTEXT ro_r;
+    ASSERT_EQ(create(page + pg, pg, read, &ro, nullptr, &ro_r), kOk);
+    DAT_LMR_PARAM param{};
+    ASSERT_EQ(dat_lmr_query(good, DAT_LMR_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.registered_address, reinterpret_cast<DAT_VADDR>(page));
+    EXPECT_EQ(param.length, pg);
+
+    // The good region still takes a peer's RDMA write, and the read-only
+    // one serves a read: two EPs of this IA, connected over loopback.
+    std::vector<char> local(2 * pg, 'w');
+    DAT_LMR_HANDLE local_lmr;
+    DAT_LMR_CONTEXT local_l;
+    ASSERT_EQ(create(local.data(), local.size(), DAT_MEM_PRIV_ALL_FLAG, &local_lmr, &local_l), kOk);
+    DAT_EVD_HANDLE dto_a, dto_b, conn_a, conn_b, cr_evd;
+    for (DAT_EVD_HANDLE* evd : {&dto_a, &dto_b})
+        ASSERT_EQ(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd), kOk);
+    for (DAT_EVD_HANDLE* evd : {&conn_a, &conn_b})
+        ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, evd), kOk);
+    ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), kOk);
+    DAT_EP_HANDLE a, b;
+    ASSERT_EQ(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, nullptr, &a), kOk);
+    ASSERT_EQ(dat_ep_create(ia, pz, dto_b, dto_b, conn_b, nullptr, &b), kOk);
+    DAT_IA_ATTR attr{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), kOk);
+    fastdapl_test::connect_through_psp(ia, attr.ia_address_ptr, cr_evd, a, conn_a, b, conn_b);
+    auto completed = [&] {
+        DAT_EVENT e{};
+        DAT_COUNT more;
+        EXPECT_EQ(dat_evd_wait(dto_a, fastdapl_test::kConnectWait, 1, &e, &more), kOk);
+        EXPECT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
+        return e.event_data.dto_completion_event_data.status;
+    };
+    DAT_LMR_TRIPLET from{reinterpret_cast<DAT_VADDR>(local.data()), 100, local_l};
+    DAT_RMR_TRIPLET to{reinterpret_cast<DAT_VADDR>(page + 10), 100, good_r};
+    ASSERT_EQ(dat_ep_post_rdma_write(a, 1, &from, DAT_DTO_COOKIE{}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(completed(), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(page + 10, 100), std::string(100, 'w'));
+    EXPECT_EQ(page[9], '\0');
+    DAT_LMR_TRIPLET into{reinterpret_cast<DAT_VADDR>(local.data() + pg), static_cast<DAT_SEG_LENGTH>(pg), local_l};
+    DAT_RMR_TRIPLET src{reinterpret_cast<DAT_VADDR>(page + pg), static_cast<DAT_SEG_LENGTH>(pg), ro_r};
+    ASSERT_EQ(dat_ep_post_rdma_read(a, 1, &into, DAT_DTO_COOKIE{}, &src, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(completed(), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(local.data() + pg, pg), std::string(pg, 'r'));
+
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+    ia = DAT_HANDLE_NULL;
+    EXPECT_EQ(munmap(page, 2 * pg), 0);
+    EXPECT_EQ(munmap(page + 3 * pg, pg), 0);
 }
 
 TEST_F(Provider, LmrCreateQueryFreeAndItsErrors)

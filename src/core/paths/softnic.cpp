@@ -79,7 +79,25 @@ DAT_RETURN SoftnicPath::create_pd(Pz& pz)
 
 DAT_RETURN SoftnicPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_t length)
 {
-    const std::uint32_t key = device_->memory().add(addr, length, softnic_access(lmr.privileges), pd_of(lmr.pz));
+    softnic::RangeFault fault = softnic::RangeFault::none;
+    const std::uint32_t key =
+        device_->memory().add(addr, length, softnic_access(lmr.privileges), pd_of(lmr.pz), &fault);
+    if (fault != softnic::RangeFault::none) {
+        // Memory a device could not pin: not mapped, PROT_NONE, past the
+        // end of its mapping, or read-only under write rights. Section
+        // 6.7.2.1 lists DAT_INVALID_PARAMETER for a bad region and no
+        // DAT_LENGTH_ERROR, so a length running past the mapping is an
+        // invalid parameter too; the subtype names the argument at fault
+        // (region, length, privileges). A map we cannot read is ours.
+        if (fault == softnic::RangeFault::unverified)
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+        DAT_RETURN arg = DAT_INVALID_ARG6; // rights: write asked of read-only memory
+        if (lmr.mem_type == DAT_MEM_TYPE_LMR || fault == softnic::RangeFault::start)
+            arg = DAT_INVALID_ARG3;
+        else if (fault == softnic::RangeFault::length)
+            arg = DAT_INVALID_ARG4;
+        return error(DAT_INVALID_PARAMETER, arg);
+    }
     if (key == 0)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     const bool remote = lmr.privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);

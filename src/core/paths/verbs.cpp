@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <string>
 
 namespace fastdapl::core {
@@ -171,8 +172,13 @@ DAT_RETURN VerbsPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_
 {
     ibv_mr* mr = ibv_reg_mr(pd_of(lmr.pz), reinterpret_cast<void*>(addr), length,
                             verbs::access_flags(static_cast<std::uint32_t>(lmr.privileges)));
-    if (!mr)
+    if (!mr) {
+        // The kernel could not pin the range (EFAULT), or its length is
+        // absurd (EINVAL): the consumer's region, as on the softnic.
+        if (errno == EFAULT || errno == EINVAL)
+            return error(DAT_INVALID_PARAMETER, errno == EFAULT ? DAT_INVALID_ARG3 : DAT_INVALID_ARG4);
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+    }
     const bool remote = lmr.privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
     lmr.device_mr = mr;
     lmr.lmr_context = mr->lkey;
