@@ -102,7 +102,7 @@ inline DAT_COUNT ready_completions(Evd* evd, DAT_COUNT have, DAT_COUNT limit)
 
 // A round of the device's progress before a waiter sleeps (the EVD's lock
 // released around it): the softnic moves in the caller's thread.
-inline bool progress(Evd* evd, std::unique_lock<std::mutex>& lock)
+inline bool progress(Evd* evd, std::unique_lock<SpinLock>& lock)
 {
     if (evd->path != PathKind::softnic)
         return false;
@@ -127,7 +127,7 @@ inline void arm(Evd* evd)
 }
 
 // Sleeps on the fds (sleeps_on_fd): false when the deadline passed.
-inline bool sleep_on_fd(Evd* evd, std::unique_lock<std::mutex>& lock,
+inline bool sleep_on_fd(Evd* evd, std::unique_lock<SpinLock>& lock,
                         const std::chrono::steady_clock::time_point* deadline)
 {
     return verbs_wait::sleep(evd, lock, deadline);

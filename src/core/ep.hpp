@@ -75,8 +75,8 @@ void with_completions_held(Ep* ep, Fn fn)
 {
     Evd* recv = ep->recv_evd;
     Evd* request = ep->request_evd;
-    std::unique_lock<std::mutex> recv_lock(recv->mutex, std::defer_lock);
-    std::unique_lock<std::mutex> request_lock(request->mutex, std::defer_lock);
+    std::unique_lock<SpinLock> recv_lock(recv->mutex, std::defer_lock);
+    std::unique_lock<SpinLock> request_lock(request->mutex, std::defer_lock);
     if (recv == request)
         recv_lock.lock();
     else

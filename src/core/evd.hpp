@@ -7,6 +7,8 @@
 #include "device_path.hpp"
 #include "handles.hpp"
 
+#include "spin_lock.hpp"
+
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -27,8 +29,8 @@ public:
     bool waitable = true;
     bool is_async = false; // the IA's async EVD: freed with the IA
     // See ia.hpp for where this lock sits in the lock order.
-    std::mutex mutex;
-    std::condition_variable cv;
+    SpinLock mutex;
+    std::condition_variable_any cv;
     std::deque<DAT_EVENT> events;
     int waiters = 0;
     std::uint64_t unwaitable_epoch = 0;         // bumped to release waiters

@@ -681,7 +681,7 @@ void arm(Evd* evd)
         ibv_req_notify_cq(static_cast<VerbsCq*>(evd->completions)->cq, 0);
 }
 
-bool sleep(Evd* evd, std::unique_lock<std::mutex>& lock, const std::chrono::steady_clock::time_point* deadline)
+bool sleep(Evd* evd, std::unique_lock<SpinLock>& lock, const std::chrono::steady_clock::time_point* deadline)
 {
     auto* c = static_cast<VerbsCq*>(evd->completions);
     c->fd_waiting = true;

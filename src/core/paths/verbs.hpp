@@ -216,7 +216,7 @@ namespace verbs_wait {
 void arm(Evd* evd);
 // Sleeps on the EVD's channel and wake fd, the EVD's lock released around
 // it; false when the deadline (nullptr: none) passed.
-bool sleep(Evd* evd, std::unique_lock<std::mutex>& lock, const std::chrono::steady_clock::time_point* deadline);
+bool sleep(Evd* evd, std::unique_lock<SpinLock>& lock, const std::chrono::steady_clock::time_point* deadline);
 
 inline void wake(Evd* evd)
 {
