@@ -19,6 +19,8 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE handle, DAT_EVENT* event)
     std::unique_lock lock(evd->mutex);
     if (evd->waiters > 0) [[unlikely]]
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+    if (evd->completions && dp::take_completion(evd, *event)) [[likely]]
+        return DAT_SUCCESS;
     if (take_event(evd, *event))
         return DAT_SUCCESS;
     // Let the device move (the softnic, in this thread), then look once more.

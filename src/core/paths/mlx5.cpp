@@ -129,6 +129,13 @@ bool Mlx5Path::init_queues(Ep& ep, ibv_qp* qp, const ibv_qp_cap& cap)
 void Mlx5Path::before_destroy_qp(Ep& ep, ibv_qp* qp)
 {
     with_completions_held(&ep, [&ep, qp] {
+        for (Evd* evd : {ep.request_evd, ep.recv_evd}) {
+            auto* c = static_cast<Mlx5Completions*>(evd->completions);
+            if (c->last_ep == &ep) {
+                c->last_qpn = ~0u;
+                c->last_ep = nullptr;
+            }
+        }
         if (!verbs::clean_qp_before_destroy(qp, &static_cast<Mlx5Completions*>(ep.request_evd->completions)->view,
                                             &static_cast<Mlx5Completions*>(ep.recv_evd->completions)->view,
                                             ep.srq ? &static_cast<Mlx5SrqRing*>(ep.srq->ring)->queue : nullptr) &&

@@ -31,6 +31,11 @@ struct Mlx5EpQueues : VerbsQp {
 // never by ibv_req_notify_cq.
 struct Mlx5Completions : VerbsCq {
     fastpath::CompletionQueue view;
+    // The EP of the last CQE: most CQEs in a row are one queue pair's. Read
+    // and written by the reaper (the EVD's lock held), cleared when that
+    // EP's queue pair goes (before_destroy_qp, the lock held too).
+    std::uint32_t last_qpn = ~0u;
+    Ep* last_ep = nullptr;
 };
 
 struct Mlx5SrqRing : VerbsSrqBase {
@@ -105,7 +110,17 @@ inline bool requests_done(const Ep* ep)
 struct Kind {
     using Queues = Mlx5EpQueues;
     static constexpr bool kDirect = true;
-    static Ep* find(const Mlx5Completions& c, std::uint32_t qpn) { return c.eps->find(qpn); }
+    static Ep* find(Mlx5Completions& c, std::uint32_t qpn)
+    {
+        if (c.last_qpn == qpn) [[likely]]
+            return c.last_ep;
+        Ep* ep = c.eps->find(qpn);
+        if (ep) {
+            c.last_qpn = qpn;
+            c.last_ep = ep;
+        }
+        return ep;
+    }
     static fastpath::SharedReceiveQueue& srq_queue(Srq* srq) { return static_cast<Mlx5SrqRing*>(srq->ring)->queue; }
     static void receive_reaped(Mlx5EpQueues&) {}
     static void reaped(Ep* ep, Mlx5EpQueues& q, Evd* evd, DAT_DTO_COMPLETION_STATUS status, bool request)
