@@ -14,17 +14,22 @@
 
 namespace fastdapl::core {
 
+// The DAT operation of a request by its mlx5 opcode (5 bits): one load.
+inline constexpr struct OperationTable {
+    DAT_DTOS of[32];
+    constexpr OperationTable() : of{}
+    {
+        for (auto& o : of)
+            o = DAT_DTO_SEND;
+        of[MLX5_OPCODE_RDMA_WRITE] = DAT_DTO_RDMA_WRITE;
+        of[MLX5_OPCODE_RDMA_WRITE_IMM] = DAT_DTO_RDMA_WRITE;
+        of[MLX5_OPCODE_RDMA_READ] = DAT_DTO_RDMA_READ;
+    }
+} kOperationOf;
+
 inline DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
 {
-    switch (mlx5_opcode) {
-    case MLX5_OPCODE_RDMA_WRITE:
-    case MLX5_OPCODE_RDMA_WRITE_IMM:
-        return DAT_DTO_RDMA_WRITE;
-    case MLX5_OPCODE_RDMA_READ:
-        return DAT_DTO_RDMA_READ;
-    default:
-        return DAT_DTO_SEND;
-    }
+    return kOperationOf.of[mlx5_opcode & 31];
 }
 
 inline bool is_receive_cqe(std::uint8_t opcode)
@@ -39,7 +44,7 @@ inline bool is_receive_cqe(std::uint8_t opcode)
 // device: CQEs may be of kinds never asked for, and the reaper ends a
 // broken connection), `receive_reaped(queues)` and `reaped(...)`.
 template <class Kind, class Completions>
-bool take_mlx5_completion(Evd* evd, Completions& c, DAT_EVENT& e)
+[[gnu::always_inline]] inline bool take_mlx5_completion(Evd* evd, Completions& c, DAT_EVENT& e)
 {
     fastpath::CompletionQueue& view = c.view;
     for (;;) {
