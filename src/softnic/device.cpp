@@ -101,6 +101,14 @@ bool has_disconnect_frame(const std::vector<std::uint8_t>& in)
     return false;
 }
 
+// The orderly goodbye straight onto a socket no queue pair drives (best
+// effort: a peer that is gone sees the stream end anyway).
+void send_goodbye_now(int fd)
+{
+    std::uint8_t frame[kHeader] = {kDisconnect, 0, 0, kWireVersion};
+    [[maybe_unused]] ssize_t n = ::send(fd, frame, sizeof frame, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 } // namespace
 
 // --- CQ -----------------------------------------------------------------------
@@ -405,16 +413,34 @@ void Device::destroy_qp(Qp* qp)
 bool Device::connect(Qp* qp, int fd)
 {
     std::lock_guard lock(mutex_);
-    if (qp->state() != QpState::reset || fd < 0)
+    if (fd < 0)
         return false;
+    if (qp->state() != QpState::reset) {
+        // Disconnected before its wire came: the goodbye disconnect() could
+        // not send goes out now (one frame fits a fresh socket's buffer),
+        // so the peer ends orderly too. The caller closes the socket.
+        if (qp->goodbye_owed_) {
+            qp->goodbye_owed_ = false;
+            send_goodbye_now(fd);
+        }
+        return false;
+    }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     qp->fd_ = fd;
     qp->epoll_mask_ = EPOLLIN;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = qp;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        // The consumer may have seen the connection established already:
+        // it ends, broken, so it hears of it (the caller closes the socket).
+        qp->fd_ = -1;
+        qp->state_.store(QpState::ready, std::memory_order_release);
+        fail(*qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
         return false;
+    }
+    // A graceful disconnect asked for before the wire came (drain_ set)
+    // starts on the engine's next round, as if asked now.
     qp->state_.store(QpState::ready, std::memory_order_release);
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
@@ -438,8 +464,13 @@ void Device::disconnect(Qp* qp)
         }
         if (qp->state() == QpState::ready)
             fail(*qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
-    } else
+    } else {
+        // Not connected yet (the consumer may act on ESTABLISHED before
+        // connect() attaches the socket): connect() says goodbye instead.
+        if (qp->state() == QpState::reset)
+            qp->goodbye_owed_ = true;
         flush_all(*qp);
+    }
     qp->state_.store(QpState::error, std::memory_order_release);
     for (Cq* cq : {qp->send_cq_, qp->recv_cq_}) {
         if (cq->pushed_) {
@@ -454,9 +485,13 @@ void Device::disconnect_gracefully(Qp* qp)
 {
     {
         std::lock_guard lock(mutex_);
-        if (qp->state() != QpState::ready || qp->drain_ != Qp::Drain::none)
-            return;
+        if (qp->state() == QpState::error || qp->drain_ != Qp::Drain::none)
+            return; // ended already (its end was reported), or draining
         qp->drain_ = Qp::Drain::requests;
+        // Not connected yet (the consumer may act on ESTABLISHED before
+        // connect() attaches the socket): the drain starts once it is.
+        if (qp->state() == QpState::reset)
+            return;
     }
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);

@@ -198,7 +198,8 @@ private:
     void* on_ended_context_ = nullptr;
     bool ended_reported_ = false;
     enum class Drain : std::uint8_t { none, requests, goodbye };
-    Drain drain_ = Drain::none; // a graceful disconnect in progress
+    Drain drain_ = Drain::none; // a graceful disconnect in progress (or asked for before connect)
+    bool goodbye_owed_ = false; // disconnected before connect(): it says goodbye on the socket
 };
 
 class Device {
@@ -224,13 +225,18 @@ public:
     void destroy_qp(Qp* qp);
 
     // The queue pair sends and receives over `fd` (a connected stream
-    // socket the device now owns) and moves to the ready state.
+    // socket the device now owns) and moves to the ready state. False when
+    // it did not take `fd` (the caller closes it): the queue pair was
+    // disconnected first (the peer is told goodbye on `fd`), or `fd` cannot
+    // be watched (the connection ends broken: on_ended reports it).
     bool connect(Qp* qp, int fd);
     // Breaks the connection: every outstanding WQE completes as flushed.
-    // The peer is told it was deliberate (its side ends orderly).
+    // The peer is told it was deliberate (its side ends orderly), also when
+    // connect() comes later.
     void disconnect(Qp* qp);
     // Lets every posted request complete, then ends the connection orderly
-    // (the on_ended callback reports it); receives then flush.
+    // (the on_ended callback reports it); receives then flush. Before
+    // connect(), it takes effect as soon as the queue pair is connected.
     void disconnect_gracefully(Qp* qp);
 
     // A shared receive queue of at least `min_wqes` WQEs (plus the one the
