@@ -40,7 +40,7 @@ inline constexpr std::size_t kErrCqeSyndromeOffset = 55;
 // UNSIGNALLED still needs a CQE, only its notification differs;
 // SOLICITED_WAIT sets the solicited bit the responder's CQ arm looks at;
 // BARRIER_FENCE waits for earlier RDMA reads.
-constexpr std::uint8_t control_flags(DAT_COMPLETION_FLAGS flags)
+constexpr std::uint8_t control_flags_slow(unsigned flags)
 {
     std::uint8_t bits = 0;
     if (!(flags & DAT_COMPLETION_SUPPRESS_FLAG))
@@ -51,6 +51,25 @@ constexpr std::uint8_t control_flags(DAT_COMPLETION_FLAGS flags)
         bits |= MLX5_WQE_CTRL_FENCE;
     return bits;
 }
+
+// The four flags that matter are the low four bits: a table of 16 answers
+// makes the conversion one load.
+static_assert((DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+               DAT_COMPLETION_BARRIER_FENCE_FLAG) == 0xf);
+struct ControlFlagsTable {
+    std::uint8_t bits[16];
+};
+constexpr ControlFlagsTable make_control_flags_table()
+{
+    ControlFlagsTable t{};
+    for (unsigned f = 0; f < 16; ++f)
+        t.bits[f] = control_flags_slow(f);
+    return t;
+}
+inline constexpr ControlFlagsTable kControlFlags = make_control_flags_table();
+
+// Bits above the four are ignored (the provider refuses them before).
+constexpr std::uint8_t control_flags(DAT_COMPLETION_FLAGS flags) { return kControlFlags.bits[flags & 0xfu]; }
 
 // The DAT status of an error CQE's syndrome.
 constexpr DAT_DTO_COMPLETION_STATUS status_of_syndrome(std::uint8_t syndrome)

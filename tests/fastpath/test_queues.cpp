@@ -169,7 +169,16 @@ TEST(SendQueue, CompletionFlagsMapToControlBits)
     EXPECT_EQ(control_flags(DAT_COMPLETION_BARRIER_FENCE_FLAG), MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_FENCE);
     EXPECT_EQ(control_flags(static_cast<DAT_COMPLETION_FLAGS>(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG)),
               MLX5_WQE_CTRL_SOLICITED);
-}
+    // Every combination, and flags the control segment has no bit for
+    // (threshold, invalidate fence) change nothing.
+    for (unsigned f = 0; f < 64; ++f) {
+        std::uint8_t want = (f & DAT_COMPLETION_SUPPRESS_FLAG) ? 0 : MLX5_WQE_CTRL_CQ_UPDATE;
+        if (f & DAT_COMPLETION_SOLICITED_WAIT_FLAG)
+            want |= MLX5_WQE_CTRL_SOLICITED;
+        if (f & DAT_COMPLETION_BARRIER_FENCE_FLAG)
+            want |= MLX5_WQE_CTRL_FENCE;
+        EXPECT_EQ(control_flags(static_cast<DAT_COMPLETION_FLAGS>(f)), want) << f;
+    }
 
 TEST(SendQueue, SyndromesMapToDatStatuses)
 {
