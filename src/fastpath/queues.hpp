@@ -45,6 +45,76 @@ struct RemoteAddress {
     std::uint32_t rkey;
 };
 
+// Fixed-size copies the compiler turns into plain moves.
+namespace detail {
+
+template <std::size_t N>
+inline void copy_fixed(std::uint8_t* dst, const std::uint8_t* src)
+{
+    std::memcpy(dst, src, N);
+}
+
+// Copies exactly n (at most 64) bytes with a few fixed-size moves, the last
+// one ending at byte n (overlapping the ones before it): nothing outside
+// [src, src+n) is read and nothing outside [dst, dst+n) is written.
+inline void copy_small(std::uint8_t* dst, const std::uint8_t* src, std::uint32_t n)
+{
+    if (n >= 16) {
+        copy_fixed<16>(dst, src);
+        if (n > 32)
+            copy_fixed<16>(dst + 16, src + 16);
+        if (n > 48)
+            copy_fixed<16>(dst + 32, src + 32);
+        copy_fixed<16>(dst + n - 16, src + n - 16);
+    } else if (n >= 8) {
+        copy_fixed<8>(dst, src);
+        copy_fixed<8>(dst + n - 8, src + n - 8);
+    } else if (n >= 4) {
+        copy_fixed<4>(dst, src);
+        copy_fixed<4>(dst + n - 4, src + n - 4);
+    } else if (n != 0) { // 1..3 bytes: first, middle, last
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
+}
+
+// One 64-byte basic block to a BlueFlame register, in ascending order and
+// in as few stores as the build's instruction set allows (16-byte SSE2
+// stores on x86-64; 8-byte ones elsewhere). The stores are volatile: the
+// compiler neither drops, merges nor reorders them. The caller fences.
+inline void copy_bb_to_blueflame(std::uint8_t* dst, const std::uint8_t* src)
+{
+#if defined(__SSE2__)
+    using Chunk = long long __attribute__((vector_size(16), aligned(1)));
+    const Chunk a = *reinterpret_cast<const Chunk*>(src);
+    const Chunk b = *reinterpret_cast<const Chunk*>(src + 16);
+    const Chunk c = *reinterpret_cast<const Chunk*>(src + 32);
+    const Chunk d = *reinterpret_cast<const Chunk*>(src + 48);
+    auto* out = reinterpret_cast<volatile Chunk*>(dst);
+    out[0] = a;
+    out[1] = b;
+    out[2] = c;
+    out[3] = d;
+#else
+    auto* out = reinterpret_cast<volatile std::uint64_t*>(dst);
+    for (std::size_t i = 0; i < kSendWqeBB / 8; ++i) {
+        std::uint64_t v;
+        std::memcpy(&v, src + 8 * i, 8);
+        out[i] = v;
+    }
+#endif
+}
+
+} // namespace detail
+
+// The width of each store the BlueFlame copy makes.
+#if defined(__SSE2__)
+inline constexpr std::size_t kBlueFlameStoreBytes = 16;
+#else
+inline constexpr std::size_t kBlueFlameStoreBytes = 8;
+#endif
+
 class SendQueue {
 public:
     struct Config {
@@ -56,21 +126,33 @@ public:
         SoftwareDoorbell software{};
     };
 
+    // Inline data that fits the first basic block behind the control
+    // segment, its inline header and (RDMA) the remote address segment.
+    static constexpr std::uint32_t kSmallInlineSend = kSendWqeBB - kSegmentSize - 4;
+    static constexpr std::uint32_t kSmallInlineRdma = kSmallInlineSend - kSegmentSize;
+
     void init(const Config& c)
     {
         buf_ = static_cast<std::uint8_t*>(c.qp->sq.buf);
         wqe_cnt_ = c.qp->sq.wqe_cnt;
         mask_ = wqe_cnt_ - 1;
+        qend_ = buf_ + static_cast<std::size_t>(wqe_cnt_) * kSendWqeBB;
         dbrec_ = &c.qp->dbrec[MLX5_SND_DBR];
-        bf_reg_ = static_cast<std::uint8_t*>(c.qp->bf.reg);
-        bf_size_ = c.qp->bf.size;
-        bf_offset_ = 0;
-        qpn_ = c.qpn;
+        auto* const bf_reg = static_cast<std::uint8_t*>(c.qp->bf.reg);
+        const std::uint32_t bf_size = c.qp->bf.size;
+        qpn_ds_ = htobe32(c.qpn << 8);
         max_inline_ = c.max_inline;
+        small_limit_[0] = c.max_inline < kSmallInlineSend ? c.max_inline : kSmallInlineSend;
+        small_limit_[1] = c.max_inline < kSmallInlineRdma ? c.max_inline : kSmallInlineRdma;
         slots_ = c.slots;
         doorbell_ = c.doorbell;
-        if (doorbell_ == DoorbellMode::blueflame && bf_size_ == 0)
+        if (doorbell_ == DoorbellMode::blueflame && bf_size == 0)
             doorbell_ = DoorbellMode::uar_8byte; // uuar 0 has no BlueFlame buffer
+        // The register has two halves of bf_size bytes; rings alternate
+        // between them (XOR with the distance flips one into the other).
+        bf_next_ = bf_reg;
+        bf_flip_ = reinterpret_cast<std::uintptr_t>(bf_reg) ^ reinterpret_cast<std::uintptr_t>(bf_reg + bf_size);
+        bf_max_bbs_ = doorbell_ == DoorbellMode::blueflame ? bf_size / kSendWqeBB : 0;
         software_ = c.software;
         pi_ = ci_ = 0;
         last_wqe_ = nullptr;
@@ -92,57 +174,18 @@ public:
     }
 
     // Builds one WQE at the producer index. Returns false when the queue
-    // lacks room; nothing is written then. `imm` is already big-endian for
-    // *_IMM opcodes. Data of at most max_inline bytes for SEND and RDMA
-    // WRITE is copied into the WQE (the buffers may be reused at once).
+    // lacks room; nothing is written then. `total_len` is the sum of the
+    // segments' lengths. `imm` is already big-endian for *_IMM opcodes.
+    // Data of at most max_inline bytes for SEND and RDMA WRITE is copied
+    // into the WQE (the buffers may be reused at once).
     bool post(std::uint8_t opcode, const Sge* sge, std::uint32_t nsge, std::uint32_t total_len,
               const RemoteAddress* remote, std::uint32_t imm, std::uint8_t fm_ce_se, std::uint64_t cookie)
     {
-        const bool rdma = remote != nullptr;
-        const bool inline_data = total_len <= max_inline_ && opcode != MLX5_OPCODE_RDMA_READ && nsge > 0;
-        const std::uint32_t bbs = wqe_bbs(rdma, inline_data, nsge, total_len);
-        if (bbs > free_bbs()) [[unlikely]]
-            return false;
-
-        const std::uint32_t index = pi_ & mask_;
-        std::uint8_t* const wqe = bb(index);
-        std::uint8_t* seg = wqe + kSegmentSize;
-        if (rdma) {
-            auto* r = reinterpret_cast<mlx5_wqe_raddr_seg*>(seg);
-            r->raddr = htobe64(remote->addr);
-            r->rkey = htobe32(remote->rkey);
-            r->reserved = 0;
-            seg = advance(seg);
-        }
-        std::uint32_t ds = 1 + (rdma ? 1 : 0);
-        if (inline_data) {
-            auto* hdr = reinterpret_cast<mlx5_wqe_inl_data_seg*>(seg);
-            hdr->byte_count = htobe32(total_len | MLX5_INLINE_SEG);
-            copy_inline(seg + sizeof *hdr, sge, nsge);
-            ds += round_up16(4 + total_len) / kSegmentSize;
-        } else {
-            for (std::uint32_t i = 0; i < nsge; ++i) {
-                mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(seg), sge[i].length, sge[i].lkey, sge[i].addr);
-                seg = advance(seg);
-            }
-            ds += nsge;
-        }
-        auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
-        mlx5dv_set_ctrl_seg(ctrl, static_cast<std::uint16_t>(pi_), opcode, 0, qpn_, fm_ce_se,
-                            static_cast<std::uint8_t>(ds), 0, imm);
-        ctrl->dci_stream_channel_id = 0; // reserved on RC; the helper leaves it as it was
-
-        SendSlot& s = slots_[index];
-        s.cookie = cookie;
-        s.length = total_len;
-        s.opcode = opcode;
-        s.bbs = static_cast<std::uint8_t>(bbs);
-        s.signaled = (fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) ? 1 : 0;
-        last_wqe_ = wqe;
-        last_bbs_ = bbs;
-        ++pending_;
-        pi_ += bbs;
-        return true;
+        // One segment of inline data that fits the first basic block: a
+        // WQE of one basic block, written without loops.
+        if (nsge == 1 && total_len <= small_limit_[remote != nullptr] && opcode != MLX5_OPCODE_RDMA_READ) [[likely]]
+            return post_small_inline(opcode, sge, total_len, remote, imm, fm_ce_se, cookie);
+        return post_general(opcode, sge, nsge, total_len, remote, imm, fm_ce_se, cookie);
     }
 
     // Publishes every WQE posted since the last call.
@@ -152,29 +195,26 @@ public:
             return;
         store_fence(); // WQE contents before the doorbell record
         *dbrec_ = htobe32(pi_ & 0xffff);
-        switch (doorbell_) {
-        case DoorbellMode::software:
+        if (doorbell_ == DoorbellMode::software) {
             wake_software_engine();
-            break;
-        case DoorbellMode::uar_8byte:
-            wc_fence();
-            *reinterpret_cast<volatile std::uint64_t*>(bf_reg_ + bf_offset_) =
-                *reinterpret_cast<const std::uint64_t*>(last_wqe_);
-            wc_fence();
-            bf_offset_ ^= bf_size_;
-            break;
-        case DoorbellMode::blueflame:
-            wc_fence();
-            if (pending_ == 1 && last_bbs_ * kSendWqeBB <= bf_size_ && !wraps(last_wqe_, last_bbs_)) {
-                copy_to_blueflame(last_wqe_, last_bbs_);
-            } else {
-                *reinterpret_cast<volatile std::uint64_t*>(bf_reg_ + bf_offset_) =
-                    *reinterpret_cast<const std::uint64_t*>(last_wqe_);
-            }
-            wc_fence();
-            bf_offset_ ^= bf_size_;
-            break;
+            pending_ = 0;
+            return;
         }
+        // uar_8byte has bf_max_bbs_ 0: always the 8-byte doorbell. A WQE
+        // that wraps the queue's end is not contiguous: post counted it as
+        // too large (kNoBlueFlame).
+        wc_fence();
+        if (pending_ == 1 && last_bbs_ <= bf_max_bbs_) {
+            detail::copy_bb_to_blueflame(bf_next_, last_wqe_);
+            for (std::uint32_t i = 1; i < last_bbs_; ++i)
+                detail::copy_bb_to_blueflame(bf_next_ + i * kSendWqeBB, last_wqe_ + i * kSendWqeBB);
+        } else {
+            std::uint64_t first;
+            std::memcpy(&first, last_wqe_, sizeof first);
+            *reinterpret_cast<volatile std::uint64_t*>(bf_next_) = first;
+        }
+        wc_fence();
+        bf_next_ = reinterpret_cast<std::uint8_t*>(reinterpret_cast<std::uintptr_t>(bf_next_) ^ bf_flip_);
         pending_ = 0;
     }
 
@@ -218,13 +258,109 @@ private:
     static constexpr std::uint32_t round_up16(std::uint32_t v) { return (v + 15) & ~15u; }
 
     std::uint8_t* bb(std::uint32_t index) const { return buf_ + static_cast<std::size_t>(index) * kSendWqeBB; }
-    std::uint8_t* qend() const { return buf_ + static_cast<std::size_t>(wqe_cnt_) * kSendWqeBB; }
     std::uint8_t* advance(std::uint8_t* seg) const
     {
         seg += kSegmentSize;
-        return seg == qend() ? buf_ : seg;
+        return seg == qend_ ? buf_ : seg;
     }
-    bool wraps(const std::uint8_t* wqe, std::uint32_t bbs) const { return wqe + bbs * kSendWqeBB > qend(); }
+    bool wraps(const std::uint8_t* wqe, std::uint32_t bbs) const { return wqe + bbs * kSendWqeBB > qend_; }
+
+    // last_bbs_ of a WQE that must not be BlueFlamed (it wraps).
+    static constexpr std::uint32_t kNoBlueFlame = ~0u;
+
+    static void write_remote(std::uint8_t* seg, const RemoteAddress* remote)
+    {
+        auto* r = reinterpret_cast<mlx5_wqe_raddr_seg*>(seg);
+        r->raddr = htobe64(remote->addr);
+        r->rkey = htobe32(remote->rkey);
+        r->reserved = 0;
+    }
+
+    // The control segment; its third word holds the signature and the
+    // stream channel (both zero on RC) and fm_ce_se in its last byte.
+    void write_ctrl(std::uint8_t* wqe, std::uint8_t opcode, std::uint32_t ds, std::uint8_t fm_ce_se,
+                    std::uint32_t imm) const
+    {
+        static_assert(offsetof(mlx5_wqe_ctrl_seg, signature) == 8 && offsetof(mlx5_wqe_ctrl_seg, fm_ce_se) == 11);
+        auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
+        ctrl->opmod_idx_opcode = htobe32((pi_ & 0xffff) << 8 | opcode);
+        ctrl->qpn_ds = qpn_ds_ | htobe32(ds);
+        const __be32 word = htobe32(fm_ce_se);
+        std::memcpy(wqe + 8, &word, sizeof word);
+        ctrl->imm = imm;
+    }
+
+    // What every post ends with: the slot, the doorbell's view, the index.
+    // `bf_bbs` is bbs, or kNoBlueFlame for a WQE that wraps.
+    void finish(std::uint32_t index, std::uint8_t* wqe, std::uint32_t bbs, std::uint32_t bf_bbs, std::uint8_t opcode,
+                std::uint32_t total_len, std::uint8_t fm_ce_se, std::uint64_t cookie)
+    {
+        const auto signaled = static_cast<std::uint8_t>((fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) ? 1 : 0);
+        slots_[index] = SendSlot{cookie, total_len, opcode, static_cast<std::uint8_t>(bbs), signaled, 0};
+        last_wqe_ = wqe;
+        last_bbs_ = bf_bbs;
+        ++pending_;
+        pi_ += bbs;
+    }
+
+    bool post_small_inline(std::uint8_t opcode, const Sge* sge, std::uint32_t total_len, const RemoteAddress* remote,
+                           std::uint32_t imm, std::uint8_t fm_ce_se, std::uint64_t cookie)
+    {
+        if (pi_ - ci_ == wqe_cnt_) [[unlikely]]
+            return false;
+        const std::uint32_t index = pi_ & mask_;
+        std::uint8_t* const wqe = bb(index);
+        std::uint8_t* data = wqe + kSegmentSize + sizeof(mlx5_wqe_inl_data_seg);
+        std::uint32_t ds = 1 + round_up16(4 + total_len) / kSegmentSize;
+        if (remote) {
+            write_remote(wqe + kSegmentSize, remote);
+            data += kSegmentSize;
+            ++ds;
+        }
+        const __be32 byte_count = htobe32(total_len | MLX5_INLINE_SEG);
+        std::memcpy(data - sizeof byte_count, &byte_count, sizeof byte_count);
+        detail::copy_small(data, reinterpret_cast<const std::uint8_t*>(sge->addr), total_len);
+        write_ctrl(wqe, opcode, ds, fm_ce_se, imm);
+        finish(index, wqe, 1, 1, opcode, total_len, fm_ce_se, cookie);
+        return true;
+    }
+
+    // Any shape: data segments or inline data over several basic blocks,
+    // wrapping at the end of the queue.
+    [[gnu::noinline]] bool post_general(std::uint8_t opcode, const Sge* sge, std::uint32_t nsge,
+                                        std::uint32_t total_len, const RemoteAddress* remote, std::uint32_t imm,
+                                        std::uint8_t fm_ce_se, std::uint64_t cookie)
+    {
+        const bool rdma = remote != nullptr;
+        const bool inline_data = total_len <= max_inline_ && opcode != MLX5_OPCODE_RDMA_READ && nsge > 0;
+        const std::uint32_t bbs = wqe_bbs(rdma, inline_data, nsge, total_len);
+        if (bbs > free_bbs()) [[unlikely]]
+            return false;
+
+        const std::uint32_t index = pi_ & mask_;
+        std::uint8_t* const wqe = bb(index);
+        std::uint8_t* seg = wqe + kSegmentSize;
+        if (rdma) {
+            write_remote(seg, remote);
+            seg = advance(seg);
+        }
+        std::uint32_t ds = 1 + (rdma ? 1 : 0);
+        if (inline_data) {
+            auto* hdr = reinterpret_cast<mlx5_wqe_inl_data_seg*>(seg);
+            hdr->byte_count = htobe32(total_len | MLX5_INLINE_SEG);
+            copy_inline(seg + sizeof *hdr, sge, nsge);
+            ds += round_up16(4 + total_len) / kSegmentSize;
+        } else {
+            for (std::uint32_t i = 0; i < nsge; ++i) {
+                mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(seg), sge[i].length, sge[i].lkey, sge[i].addr);
+                seg = advance(seg);
+            }
+            ds += nsge;
+        }
+        write_ctrl(wqe, opcode, ds, fm_ce_se, imm);
+        finish(index, wqe, bbs, wraps(wqe, bbs) ? kNoBlueFlame : bbs, opcode, total_len, fm_ce_se, cookie);
+        return true;
+    }
 
     // Copies the gather list behind the inline header, wrapping at the end
     // of the queue buffer.
@@ -234,9 +370,9 @@ private:
             const auto* src = reinterpret_cast<const std::uint8_t*>(sge[i].addr);
             std::uint32_t left = sge[i].length;
             while (left) {
-                if (dst == qend())
+                if (dst == qend_)
                     dst = buf_;
-                const std::uint32_t room = static_cast<std::uint32_t>(qend() - dst);
+                const std::uint32_t room = static_cast<std::uint32_t>(qend_ - dst);
                 const std::uint32_t n = left < room ? left : room;
                 std::memcpy(dst, src, n);
                 dst += n;
@@ -246,31 +382,26 @@ private:
         }
     }
 
-    void copy_to_blueflame(const std::uint8_t* wqe, std::uint32_t bbs)
-    {
-        auto* dst = reinterpret_cast<volatile std::uint64_t*>(bf_reg_ + bf_offset_);
-        const auto* src = reinterpret_cast<const std::uint64_t*>(wqe);
-        for (std::uint32_t i = 0; i < bbs * kSendWqeBB / 8; ++i)
-            dst[i] = src[i];
-    }
-
-    std::uint8_t* buf_ = nullptr;
-    std::uint32_t wqe_cnt_ = 0;
-    std::uint32_t mask_ = 0;
+    // Fields the post reads first share a cache line.
     std::uint32_t pi_ = 0; // producer index in basic blocks (free-running)
     std::uint32_t ci_ = 0; // first basic block not yet retired
-    volatile __be32* dbrec_ = nullptr;
-    std::uint8_t* bf_reg_ = nullptr;
-    std::uint32_t bf_size_ = 0;
-    std::uint32_t bf_offset_ = 0;
-    std::uint32_t qpn_ = 0;
-    std::uint32_t max_inline_ = 0;
+    std::uint32_t wqe_cnt_ = 0;
+    std::uint32_t mask_ = 0;
+    std::uint32_t small_limit_[2] = {0, 0}; // post_small_inline's bound for SEND, RDMA
+    __be32 qpn_ds_ = 0;                     // the QPN in the control segment's qpn_ds word
+    std::uint32_t pending_ = 0;
+    std::uint8_t* buf_ = nullptr;
     SendSlot* slots_ = nullptr;
+    std::uint8_t* last_wqe_ = nullptr;
+    std::uint32_t last_bbs_ = 0;   // of the last WQE posted (kNoBlueFlame: it wraps)
+    std::uint32_t bf_max_bbs_ = 0; // WQEs up to this size are BlueFlamed (0: never)
+    volatile __be32* dbrec_ = nullptr;
+    std::uint8_t* bf_next_ = nullptr; // the half of the BlueFlame register the next ring writes
+    std::uintptr_t bf_flip_ = 0;
+    std::uint8_t* qend_ = nullptr;
+    std::uint32_t max_inline_ = 0;
     DoorbellMode doorbell_ = DoorbellMode::software;
     SoftwareDoorbell software_{};
-    std::uint8_t* last_wqe_ = nullptr;
-    std::uint32_t last_bbs_ = 0;
-    std::uint32_t pending_ = 0;
 };
 
 // The data segments of a receive WQE (own or shared queue): a list shorter

@@ -99,18 +99,20 @@ public:
         mprotect(page_, kPage, PROT_NONE);
         return v;
     }
-    // Each store wrote exactly one aligned 64-bit word.
-    ::testing::AssertionResult all_single_64bit_stores() const
+    // Each store wrote exactly one aligned run of `width` bytes at the
+    // address it faulted on (a 64-bit word, or one BlueFlame chunk).
+    ::testing::AssertionResult all_single_stores(std::size_t width) const
     {
         for (std::size_t i = 0; i < n_; ++i) {
             const Event& e = events_[i];
-            if (!e.replayed || e.offset % 8 != 0 || e.written_lo != e.offset || e.written_hi != e.offset + 8)
+            if (!e.replayed || e.offset % width != 0 || e.written_lo != e.offset || e.written_hi != e.offset + width)
                 return ::testing::AssertionFailure() << "store " << i << " at +" << e.offset << " wrote ["
                                                      << e.written_lo << ", " << e.written_hi << ")"
                                                      << (e.replayed ? "" : " (not replayed)");
         }
         return ::testing::AssertionSuccess();
     }
+    ::testing::AssertionResult all_single_64bit_stores() const { return all_single_stores(8); }
 
 private:
 #if defined(__x86_64__)
@@ -251,13 +253,17 @@ bool post_small(SendQueue& s, std::uint64_t cookie)
     return s.post(MLX5_OPCODE_SEND, &small_sge, 1, 4, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, cookie);
 }
 
-// Checks the events [first, first+n) are consecutive 8-byte stores starting
-// at `offset`, each made after the doorbell record held `dbrec`.
+// What one store of a BlueFlame copy writes (16 bytes with SSE2).
+constexpr std::size_t kChunk = kBlueFlameStoreBytes;
+
+// Checks the events [first, first+n) are consecutive BlueFlame-chunk
+// stores, in ascending order from `offset`, each made after the doorbell
+// record held `dbrec`.
 void expect_copy(const UarTrace& t, std::size_t first, std::size_t n, std::size_t offset, std::uint32_t dbrec)
 {
     ASSERT_GE(t.count(), first + n);
     for (std::size_t i = 0; i < n; ++i) {
-        EXPECT_EQ(t[first + i].offset, offset + 8 * i) << "store " << first + i;
+        EXPECT_EQ(t[first + i].offset, offset + kChunk * i) << "store " << first + i;
         EXPECT_EQ(t[first + i].dbrec[MLX5_SND_DBR], dbrec) << "doorbell record not yet written at store " << first + i;
     }
 }
@@ -298,9 +304,9 @@ TEST(DoorbellOrder, BlueFlameCopiesTheWholeWqeAfterTheRecord)
     ASSERT_TRUE(q.s.post(MLX5_OPCODE_SEND, &sge, 1, 100, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1)); // 2 BBs inline
     ASSERT_EQ(q.s.producer_index(), 2u);
     q.s.ring();
-    ASSERT_EQ(q.trace.count(), 16u); // 128 bytes in 64-bit stores
-    EXPECT_TRUE(q.trace.all_single_64bit_stores());
-    expect_copy(q.trace, 0, 16, kBfOffset, 2);
+    ASSERT_EQ(q.trace.count(), 128 / kChunk); // 128 bytes in BlueFlame-chunk stores
+    EXPECT_TRUE(q.trace.all_single_stores(kChunk));
+    expect_copy(q.trace, 0, 128 / kChunk, kBfOffset, 2);
     EXPECT_EQ(q.trace.snapshot_at_first_store(), q.sq);
     EXPECT_EQ(q.trace.bytes(kBfOffset, 128), q.wqe(0, 128));
 }
@@ -361,12 +367,12 @@ TEST(DoorbellOrder, BlueFlameHalvesAlternateAcrossRings)
         const std::size_t first = q.trace.count();
         ASSERT_TRUE(post_small(q.s, ring));
         q.s.ring();
-        ASSERT_EQ(q.trace.count(), first + 8) << "ring " << ring; // one BB copied
-        const std::size_t half = ring % 2 ? 256 : 0;             // 0, bf.size, 0
-        expect_copy(q.trace, first, 8, kBfOffset + half, ring + 1);
+        ASSERT_EQ(q.trace.count(), first + 64 / kChunk) << "ring " << ring; // one BB copied
+        const std::size_t half = ring % 2 ? 256 : 0;                        // 0, bf.size, 0
+        expect_copy(q.trace, first, 64 / kChunk, kBfOffset + half, ring + 1);
         EXPECT_EQ(q.trace.bytes(kBfOffset + half, 64), q.wqe(ring, 64)) << "ring " << ring;
     }
-    EXPECT_TRUE(q.trace.all_single_64bit_stores());
+    EXPECT_TRUE(q.trace.all_single_stores(kChunk));
 }
 
 TEST(DoorbellOrder, NoBlueFlameBufferFallsBackToTheEightByteDoorbell)

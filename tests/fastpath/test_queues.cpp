@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -123,6 +124,144 @@ TEST(SendQueue, ReadsAreNeverInlined)
     EXPECT_EQ(be64toh(d->addr), 0x5000u);
 }
 
+namespace {
+
+// Source bytes that end where an unreadable page begins: a copy that reads
+// one byte past its source faults.
+class EdgeOfPage {
+public:
+    EdgeOfPage()
+    {
+        void* p = mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            std::abort();
+        base_ = static_cast<std::uint8_t*>(p);
+        mprotect(base_ + kPage, kPage, PROT_NONE);
+    }
+    ~EdgeOfPage() { munmap(base_, 2 * kPage); }
+    EdgeOfPage(const EdgeOfPage&) = delete;
+    EdgeOfPage& operator=(const EdgeOfPage&) = delete;
+    // `len` bytes of a pattern that depends on `seed`, ending at the edge.
+    const std::uint8_t* fill(std::uint32_t len, std::uint32_t seed)
+    {
+        std::uint8_t* p = base_ + kPage - len;
+        for (std::uint32_t i = 0; i < len; ++i)
+            p[i] = static_cast<std::uint8_t>(seed * 7 + i * 13 + 1);
+        return p;
+    }
+
+private:
+    static constexpr std::size_t kPage = 4096;
+    std::uint8_t* base_ = nullptr;
+};
+
+} // namespace
+
+// One segment of inline data that fits the first basic block: at every
+// length the WQE is exactly ctrl, (remote address,) inline header, data;
+// the rest of the queue is not written and the source is not over-read.
+TEST(SendQueue, SmallInlineWritesExactlyTheWqeAtEveryLength)
+{
+    EdgeOfPage edge;
+    for (const bool rdma : {false, true}) {
+        const std::uint32_t limit = rdma ? 28 : 44;
+        for (std::uint32_t len = 0; len <= limit; ++len) {
+            SCOPED_TRACE(testing::Message() << (rdma ? "RDMA write" : "send") << " of " << len << " bytes");
+            FakeQp q(4);
+            SendQueue s = make_sq(q, 256);
+            const std::uint8_t* src = edge.fill(len, len);
+            Sge sge{reinterpret_cast<std::uintptr_t>(src), len, 5};
+            RemoteAddress r{0x1122334455667788ull, 0x99aabbcc};
+            const std::uint8_t op = rdma ? MLX5_OPCODE_RDMA_WRITE_IMM : MLX5_OPCODE_SEND_IMM;
+            const std::uint8_t fm = MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED;
+            // The second WQE, so its index in the control segment is 1.
+            ASSERT_TRUE(s.post(op, &sge, 1, len, rdma ? &r : nullptr, htobe32(0x01020304), fm, 1));
+            ASSERT_TRUE(s.post(op, &sge, 1, len, rdma ? &r : nullptr, htobe32(0x05060708), fm, 2));
+            EXPECT_EQ(s.producer_index(), 2u);
+
+            std::vector<std::uint8_t> want(64, 0xEE);
+            const std::uint32_t ds = 1 + (rdma ? 1 : 0) + (4 + len + 15) / 16;
+            mlx5_wqe_ctrl_seg ctrl{};
+            mlx5dv_set_ctrl_seg(&ctrl, 1, op, 0, 0x1234, fm, static_cast<std::uint8_t>(ds), 0, htobe32(0x05060708));
+            std::memcpy(&want[0], &ctrl, sizeof ctrl);
+            std::size_t at = 16;
+            if (rdma) {
+                mlx5_wqe_raddr_seg raddr{htobe64(r.addr), htobe32(r.rkey), 0};
+                std::memcpy(&want[at], &raddr, sizeof raddr);
+                at += 16;
+            }
+            const __be32 byte_count = htobe32(len | MLX5_INLINE_SEG);
+            std::memcpy(&want[at], &byte_count, 4);
+            std::memcpy(&want[at + 4], src, len);
+            EXPECT_EQ(std::vector<std::uint8_t>(q.sq.begin() + 64, q.sq.begin() + 128), want);
+            EXPECT_EQ(std::vector<std::uint8_t>(q.sq.begin() + 128, q.sq.end()), std::vector<std::uint8_t>(128, 0xEE));
+
+            const SendSlot& slot = s.slot(1);
+            EXPECT_EQ(slot.cookie, 2u);
+            EXPECT_EQ(slot.length, len);
+            EXPECT_EQ(slot.opcode, op);
+            EXPECT_EQ(slot.bbs, 1);
+            EXPECT_EQ(slot.signaled, 1);
+        }
+    }
+}
+
+TEST(SendQueue, InlineBeyondTheFirstBasicBlockOrMaxInline)
+{
+    EdgeOfPage edge;
+    {
+        FakeQp q(8);
+        SendQueue s = make_sq(q, 256);
+        const std::uint8_t* src = edge.fill(45, 3); // one byte more than the first basic block holds
+        Sge sge{reinterpret_cast<std::uintptr_t>(src), 45, 5};
+        ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 45, nullptr, 0, 0, 1));
+        EXPECT_EQ(s.producer_index(), 2u);
+        EXPECT_EQ(be32toh(ctrl_at(q, 0)->qpn_ds) & 0x3f, 1u + 4u);
+        EXPECT_EQ(std::memcmp(&q.sq[20], src, 45), 0);
+        RemoteAddress r{0x1000, 1};
+        src = edge.fill(29, 4);
+        sge = Sge{reinterpret_cast<std::uintptr_t>(src), 29, 5};
+        ASSERT_TRUE(s.post(MLX5_OPCODE_RDMA_WRITE, &sge, 1, 29, &r, 0, 0, 2));
+        EXPECT_EQ(s.producer_index(), 4u);
+        EXPECT_EQ(be32toh(ctrl_at(q, 2)->qpn_ds) & 0x3f, 2u + 3u);
+        EXPECT_EQ(std::memcmp(&q.sq[128 + 36], src, 29), 0);
+        EXPECT_EQ(s.slot(2).bbs, 2);
+    }
+    {
+        FakeQp q(8);
+        SendQueue s = make_sq(q, 8); // max_inline below what the basic block could hold
+        const std::uint8_t* src = edge.fill(9, 5);
+        Sge sge{reinterpret_cast<std::uintptr_t>(src), 9, 0x77};
+        ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 9, nullptr, 0, 0, 1));
+        mlx5_wqe_data_seg d{};
+        mlx5dv_set_data_seg(&d, 9, 0x77, sge.addr);
+        EXPECT_EQ(std::memcmp(seg_at<mlx5_wqe_data_seg>(q, 0, 1), &d, sizeof d), 0); // a pointer, not inline
+        EXPECT_EQ(be32toh(ctrl_at(q, 0)->qpn_ds) & 0x3f, 2u);
+        sge.length = 8;
+        ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 8, nullptr, 0, 0, 2));
+        EXPECT_EQ(be32toh(seg_at<mlx5_wqe_inl_data_seg>(q, 1, 1)->byte_count), 8u | MLX5_INLINE_SEG);
+    }
+}
+
+TEST(SendQueue, FullQueueRefusesASmallInlineSendAndWritesNothing)
+{
+    FakeQp q(4);
+    SendQueue s = make_sq(q, 64);
+    char data[8] = "abcdefg";
+    Sge sge{reinterpret_cast<std::uintptr_t>(data), 8, 1};
+    for (int i = 0; i < 4; ++i)
+        ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 8, nullptr, 0, 0, static_cast<std::uint64_t>(i)));
+    const std::vector<std::uint8_t> before = q.sq;
+    const std::vector<SendSlot> slots_before = q.slots;
+    EXPECT_FALSE(s.post(MLX5_OPCODE_SEND, &sge, 1, 8, nullptr, 0, 0, 99));
+    EXPECT_EQ(q.sq, before);
+    EXPECT_EQ(std::memcmp(q.slots.data(), slots_before.data(), q.slots.size() * sizeof(SendSlot)), 0);
+    EXPECT_EQ(s.producer_index(), 4u);
+    s.retire_through(0);
+    EXPECT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 8, nullptr, 0, 0, 100));
+    EXPECT_EQ(s.slot(4).cookie, 100u);
+}
+
 TEST(SendQueue, InlineDataWrapsAtTheEndOfTheQueue)
 {
     FakeQp q(4);
@@ -179,6 +318,7 @@ TEST(SendQueue, CompletionFlagsMapToControlBits)
             want |= MLX5_WQE_CTRL_FENCE;
         EXPECT_EQ(control_flags(static_cast<DAT_COMPLETION_FLAGS>(f)), want) << f;
     }
+}
 
 TEST(SendQueue, SyndromesMapToDatStatuses)
 {
