@@ -590,16 +590,21 @@ public:
 
     bool post(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
     {
-        if (nsge > max_sge_ || head_ == tail_.load(std::memory_order_acquire)) [[unlikely]]
-            return false; // too many segments, or only the sentinel is left
+        if (nsge != 1 || max_sge_ == 0) [[unlikely]]
+            return post_any(sge, nsge, cookie);
+        // One segment, the common case: no loop. The tail is read before
+        // the head so the acquire does not make the compiler read it twice.
+        const std::uint32_t tail = tail_.load(std::memory_order_acquire);
         const std::uint32_t index = head_;
+        if (index == tail) [[unlikely]]
+            return false; // only the sentinel is left
         mlx5_wqe_srq_next_seg* next = next_seg(index);
         head_ = be16toh(next->next_wqe_index);
-        write_receive_segments(reinterpret_cast<mlx5_wqe_data_seg*>(next + 1), max_sge_, sge, nsge);
-        cookies_[index] = cookie;
-        ++posted_;
-        store_fence(); // the WQE before the count that publishes it
-        *dbrec_ = htobe32(posted_ & 0xffff);
+        auto* seg = reinterpret_cast<mlx5_wqe_data_seg*>(next + 1);
+        mlx5dv_set_data_seg(seg, sge->length, sge->lkey, sge->addr);
+        if (max_sge_ > 1)
+            mlx5dv_set_data_seg(seg + 1, 0, MLX5_INVALID_LKEY, 0);
+        publish(index, cookie);
         return true;
     }
 
@@ -623,6 +628,28 @@ public:
     }
 
 private:
+    // Any number of segments (none, several, or more than fit: refused).
+    [[gnu::noinline]] bool post_any(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
+    {
+        if (nsge > max_sge_ || head_ == tail_.load(std::memory_order_acquire)) [[unlikely]]
+            return false; // too many segments, or only the sentinel is left
+        const std::uint32_t index = head_;
+        mlx5_wqe_srq_next_seg* next = next_seg(index);
+        head_ = be16toh(next->next_wqe_index);
+        write_receive_segments(reinterpret_cast<mlx5_wqe_data_seg*>(next + 1), max_sge_, sge, nsge);
+        publish(index, cookie);
+        return true;
+    }
+
+    // The cookie, then the count that hands the WQE to the device.
+    void publish(std::uint32_t index, std::uint64_t cookie)
+    {
+        cookies_[index] = cookie;
+        ++posted_;
+        store_fence(); // the WQE before the count that publishes it
+        *dbrec_ = htobe32(posted_ & 0xffff);
+    }
+
     static mlx5_wqe_srq_next_seg* next_seg(void* buf, std::uint32_t stride, std::uint32_t index)
     {
         return reinterpret_cast<mlx5_wqe_srq_next_seg*>(static_cast<std::uint8_t*>(buf) +

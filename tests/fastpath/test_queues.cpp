@@ -479,6 +479,15 @@ TEST(CompletionQueue, ErrorCqeSyndrome)
 namespace {
 
 // SRQ memory as a device hands it over: WQEs of a next-segment plus data segments.
+// A data segment as mlx5dv_set_data_seg writes it, at `offset` of `wqe`.
+void mlx5wqe_set(std::vector<std::uint8_t>& wqe, std::size_t offset, std::uint32_t length, std::uint32_t lkey,
+                 std::uint64_t addr)
+{
+    mlx5_wqe_data_seg d{};
+    mlx5dv_set_data_seg(&d, length, lkey, addr);
+    std::memcpy(&wqe[offset], &d, sizeof d);
+}
+
 struct FakeSrq {
     FakeSrq(std::uint32_t wqes, std::uint32_t stride) : buf(static_cast<std::size_t>(wqes) * stride, 0xEE), cookies(wqes)
     {
@@ -524,6 +533,51 @@ TEST(SharedReceiveQueue, WqesAreANextSegmentThenDataSegments)
     EXPECT_FALSE(s.post(sge, 4, 1)); // more segments than a WQE holds
     EXPECT_EQ(be32toh(q.dbrec[0]), 1u);
     EXPECT_EQ(s.outstanding(), 1u);
+}
+
+// One segment (the post without a loop) at every WQE size: the segment,
+// the invalid key behind it only where the WQE has room for more, nothing
+// else written; and the refusals.
+TEST(SharedReceiveQueue, OneSegmentPostsWriteExactlyTheirWqe)
+{
+    for (const std::uint32_t stride : {32u, 64u, 128u}) {
+        SCOPED_TRACE(testing::Message() << "stride " << stride);
+        FakeSrq q(4, stride);
+        SharedReceiveQueue s;
+        s.init(q.dv, 4, q.cookies.data());
+        const std::uint32_t max_sge = (stride - 16) / 16;
+        ASSERT_EQ(s.max_sge(), max_sge);
+        for (std::uint32_t i = 0; i < 3; ++i) {
+            std::vector<std::uint8_t> want(q.buf.begin() + i * stride, q.buf.begin() + (i + 1) * stride);
+            const Sge sge{0x1000ull * (i + 1) + 0xabc00000000ull, 100 + i, 7 + i};
+            ASSERT_TRUE(s.post(&sge, 1, 50 + i)) << i;
+            mlx5wqe_set(want, 16, sge.length, sge.lkey, sge.addr);
+            if (max_sge > 1)
+                mlx5wqe_set(want, 32, 0, MLX5_INVALID_LKEY, 0);
+            EXPECT_EQ(std::vector<std::uint8_t>(q.buf.begin() + i * stride, q.buf.begin() + (i + 1) * stride), want)
+                << "WQE " << i;
+            EXPECT_EQ(be32toh(q.dbrec[0]), i + 1);
+            EXPECT_EQ(q.cookies[i], 50u + i);
+        }
+        const std::vector<std::uint8_t> before = q.buf;
+        const Sge sge{0x9000, 1, 1};
+        EXPECT_FALSE(s.post(&sge, 1, 99)); // only the sentinel is left
+        EXPECT_EQ(q.buf, before);
+        EXPECT_EQ(be32toh(q.dbrec[0]), 3u);
+        EXPECT_EQ(s.complete(1), 51u);
+        EXPECT_TRUE(s.post(&sge, 1, 100)); // the old tail, 3
+        EXPECT_EQ(be64toh(q.data(3)->addr), 0x9000u);
+        EXPECT_EQ(be32toh(q.dbrec[0]), 4u);
+    }
+    // A WQE with room for no data segment refuses one.
+    FakeSrq q(4, 16);
+    SharedReceiveQueue s;
+    s.init(q.dv, 4, q.cookies.data());
+    const std::vector<std::uint8_t> before = q.buf;
+    const Sge sge{0x9000, 1, 1};
+    EXPECT_FALSE(s.post(&sge, 1, 1));
+    EXPECT_EQ(q.buf, before);
+    EXPECT_EQ(q.dbrec[0], 0u);
 }
 
 TEST(SharedReceiveQueue, OutOfOrderCompletionsLoseAndRepeatNothing)
