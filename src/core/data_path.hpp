@@ -28,9 +28,10 @@ namespace fastdapl::core::dp {
 
 // A request (send, RDMA write or read; named by its mlx5 opcode) whose
 // arguments are checked.
-inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
-                               std::uint32_t total, DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET* remote,
-                               DAT_COMPLETION_FLAGS flags)
+[[gnu::always_inline]] inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n,
+                                                      const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                                      DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET* remote,
+                                                      DAT_COMPLETION_FLAGS flags)
 {
     switch (ep->path) {
     case PathKind::softnic:

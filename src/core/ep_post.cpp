@@ -34,9 +34,10 @@ constexpr DAT_COMPLETION_FLAGS kPostFlags =
     return error(DAT_INVALID_PARAMETER, n < 0 || n > max_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
 }
 
-inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
-                               DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags,
-                               DAT_COUNT max_iov)
+[[gnu::always_inline]] inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n,
+                                                      const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                                                      const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags,
+                                                      DAT_COUNT max_iov)
 {
     if (ep->state.load(std::memory_order_relaxed) != DAT_EP_STATE_CONNECTED) [[unlikely]] {
         if (DAT_RETURN rc = request_state_error(ep); rc != DAT_SUCCESS)

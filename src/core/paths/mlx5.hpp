@@ -69,9 +69,10 @@ protected:
 
 namespace mlx5_path {
 
-inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
-                               std::uint32_t total, std::uint64_t cookie, const DAT_RMR_TRIPLET* remote,
-                               std::uint8_t ctrl_flags)
+[[gnu::always_inline]] inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n,
+                                                      const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                                      std::uint64_t cookie, const DAT_RMR_TRIPLET* remote,
+                                                      std::uint8_t ctrl_flags)
 {
     auto* q = static_cast<Mlx5EpQueues*>(ep->queues);
     fastpath::RemoteAddress ra{};
