@@ -58,7 +58,8 @@ inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT
     return verbs_path::post_recv(ep, n, iov, cookie.as_64);
 }
 
-inline DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie)
+[[gnu::always_inline]] inline DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
+                                                  DAT_DTO_COOKIE cookie)
 {
     switch (srq->path) {
     case PathKind::softnic:
@@ -72,7 +73,7 @@ inline DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DA
 }
 
 // The next completion of a DTO EVD as an event (its lock held).
-inline bool take_completion(Evd* evd, DAT_EVENT& e)
+[[gnu::always_inline]] inline bool take_completion(Evd* evd, DAT_EVENT& e)
 {
     switch (evd->path) {
     case PathKind::softnic:

@@ -94,6 +94,14 @@ void destroy_object(T* obj)
     g_arena.release(obj);
 }
 
+// The magic and the type are adjacent: a live object of type T is one
+// 8-byte compare.
+static_assert(offsetof(Object, type) == offsetof(Object, magic) + 4 && sizeof(DAT_HANDLE_TYPE) == 4);
+constexpr std::uint64_t object_tag(DAT_HANDLE_TYPE type)
+{
+    return kObjectMagic | static_cast<std::uint64_t>(static_cast<std::uint32_t>(type)) << 32;
+}
+
 // The live object of type T a handle names, or nullptr.
 template <typename T>
 inline T* from_handle(DAT_HANDLE h)
@@ -101,7 +109,9 @@ inline T* from_handle(DAT_HANDLE h)
     if (!g_arena.contains(h)) [[unlikely]]
         return nullptr;
     auto* o = static_cast<Object*>(h);
-    if (o->magic != kObjectMagic || o->type != T::kHandleType) [[unlikely]]
+    std::uint64_t tag;
+    std::memcpy(&tag, &o->magic, sizeof tag);
+    if (tag != object_tag(T::kHandleType)) [[unlikely]]
         return nullptr;
     return static_cast<T*>(o);
 }

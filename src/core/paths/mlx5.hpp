@@ -93,7 +93,8 @@ inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std
     return DAT_SUCCESS; // the device reads the doorbell record
 }
 
-inline DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie)
+[[gnu::always_inline]] inline DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
+                                                  std::uint64_t cookie)
 {
     auto* r = static_cast<Mlx5SrqRing*>(srq->ring);
     if (static_cast<DAT_COUNT>(r->queue.outstanding()) >= srq->max_recv_dtos ||
@@ -126,11 +127,15 @@ struct Kind {
     static void receive_reaped(Mlx5EpQueues&) {}
     static void reaped(Ep* ep, Mlx5EpQueues& q, Evd* evd, DAT_DTO_COMPLETION_STATUS status, bool request)
     {
-        verbs_completion_reaped(ep, evd, status, request, q.sq.outstanding_bbs() == 0);
+        // verbs_completion_reaped, the drained test made only when it matters.
+        if (status != DAT_DTO_SUCCESS && status != DAT_DTO_ERR_FLUSHED) [[unlikely]]
+            ep_completion_broke(ep, evd);
+        else if (request && ep->state.load(std::memory_order_relaxed) == DAT_EP_STATE_DISCONNECT_PENDING) [[unlikely]]
+            verbs_completion_reaped(ep, evd, status, request, q.sq.outstanding_bbs() == 0);
     }
 };
 
-inline bool take_completion(Evd* evd, DAT_EVENT& e)
+[[gnu::always_inline]] inline bool take_completion(Evd* evd, DAT_EVENT& e)
 {
     return take_mlx5_completion<Kind>(evd, *static_cast<Mlx5Completions*>(evd->completions), e);
 }

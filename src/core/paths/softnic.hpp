@@ -117,7 +117,8 @@ inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std
     return DAT_SUCCESS;
 }
 
-inline DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie)
+[[gnu::always_inline]] inline DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
+                                                  std::uint64_t cookie)
 {
     auto* r = static_cast<SoftnicSrqRing*>(srq->ring);
     if (static_cast<DAT_COUNT>(r->queue.outstanding()) >= srq->max_recv_dtos ||
@@ -142,7 +143,7 @@ struct Kind {
     static void reaped(Ep*, SoftnicEpQueues&, Evd*, DAT_DTO_COMPLETION_STATUS, bool) {}
 };
 
-inline bool take_completion(Evd* evd, DAT_EVENT& e)
+[[gnu::always_inline]] inline bool take_completion(Evd* evd, DAT_EVENT& e)
 {
     return take_mlx5_completion<Kind>(evd, *static_cast<SoftnicCompletions*>(evd->completions), e);
 }
