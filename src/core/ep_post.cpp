@@ -76,26 +76,33 @@ DAT_RETURN ep_post_send(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov,
     return post_request(ep, MLX5_OPCODE_SEND, n, iov, cookie, nullptr, flags, ep->attr.max_request_iov);
 }
 
-DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
-                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
+namespace {
+
+// RDMA write and read differ only in their opcode and IOV limit.
+template <std::uint8_t Opcode, DAT_COUNT DAT_EP_ATTR::*MaxIov>
+DAT_RETURN post_rdma(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                     const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
 {
     Ep* ep = from_handle<Ep>(handle);
     if (!ep) [[unlikely]]
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     if (!remote) [[unlikely]]
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-    return post_request(ep, MLX5_OPCODE_RDMA_WRITE, n, iov, cookie, remote, flags, ep->attr.max_rdma_write_iov);
+    return post_request(ep, Opcode, n, iov, cookie, remote, flags, ep->attr.*MaxIov);
+}
+
+} // namespace
+
+DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
+{
+    return post_rdma<MLX5_OPCODE_RDMA_WRITE, &DAT_EP_ATTR::max_rdma_write_iov>(handle, n, iov, cookie, remote, flags);
 }
 
 DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
                              const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
 {
-    Ep* ep = from_handle<Ep>(handle);
-    if (!ep) [[unlikely]]
-        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-    if (!remote) [[unlikely]]
-        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
-    return post_request(ep, MLX5_OPCODE_RDMA_READ, n, iov, cookie, remote, flags, ep->attr.max_rdma_read_iov);
+    return post_rdma<MLX5_OPCODE_RDMA_READ, &DAT_EP_ATTR::max_rdma_read_iov>(handle, n, iov, cookie, remote, flags);
 }
 
 DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,

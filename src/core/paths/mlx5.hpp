@@ -75,11 +75,7 @@ namespace mlx5_path {
                                                       std::uint8_t ctrl_flags)
 {
     auto* q = static_cast<Mlx5EpQueues*>(ep->queues);
-    fastpath::RemoteAddress ra{};
-    if (remote)
-        ra = {remote->virtual_address, remote->rmr_context};
-    if (!q->sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
-                    remote ? &ra : nullptr, 0, ctrl_flags, cookie)) [[unlikely]]
+    if (!write_request(q->sq, opcode, n, iov, total, cookie, remote, ctrl_flags)) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     q->sq.ring(); // doorbell record, then BlueFlame or the 8-byte doorbell
     return DAT_SUCCESS;

@@ -32,6 +32,19 @@ inline DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
     return kOperationOf.of[mlx5_opcode & 31];
 }
 
+// A request into a send queue in the mlx5 layout (softnic or mlx5 device);
+// the doorbell is the caller's. False when the queue is full.
+[[gnu::always_inline]] inline bool write_request(fastpath::SendQueue& sq, std::uint8_t opcode, DAT_COUNT n,
+                                                 const DAT_LMR_TRIPLET* iov, std::uint32_t total, std::uint64_t cookie,
+                                                 const DAT_RMR_TRIPLET* remote, std::uint8_t ctrl_flags)
+{
+    fastpath::RemoteAddress ra{};
+    if (remote)
+        ra = {remote->virtual_address, remote->rmr_context};
+    return sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
+                   remote ? &ra : nullptr, 0, ctrl_flags, cookie);
+}
+
 inline bool is_receive_cqe(std::uint8_t opcode)
 {
     return opcode == MLX5_CQE_RESP_SEND || opcode == MLX5_CQE_RESP_SEND_IMM || opcode == MLX5_CQE_RESP_SEND_INV ||

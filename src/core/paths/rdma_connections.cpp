@@ -8,6 +8,7 @@
 #include "../data_path.hpp"
 #include "../ia.hpp"
 #include "../service_point.hpp"
+#include "cm_events.hpp"
 #include "rdma_cm.hpp"
 #include "verbs.hpp"
 
@@ -17,25 +18,6 @@
 namespace fastdapl::core {
 
 namespace {
-
-AttemptOutcome outcome_of(cm::Outcome o)
-{
-    switch (o) {
-    case cm::Outcome::established:
-        return AttemptOutcome::established;
-    case cm::Outcome::rejected:
-        return AttemptOutcome::rejected;
-    case cm::Outcome::no_listener:
-        return AttemptOutcome::no_listener;
-    case cm::Outcome::unreachable:
-        return AttemptOutcome::unreachable;
-    case cm::Outcome::timed_out:
-        return AttemptOutcome::timed_out;
-    case cm::Outcome::failed:
-        break;
-    }
-    return AttemptOutcome::failed;
-}
 
 ibv_qp* qp_of(Ep& ep)
 {

@@ -6,6 +6,7 @@
 #include "../connection.hpp"
 #include "../ia.hpp"
 #include "../service_point.hpp"
+#include "cm_events.hpp"
 #include "socket_cm.hpp"
 #include "softnic.hpp"
 
@@ -16,30 +17,6 @@ namespace fastdapl::core {
 namespace {
 
 static_assert(cm::kMaxPrivateData <= kMaxConnectionPrivateData);
-
-AttemptOutcome outcome_of(cm::Outcome o)
-{
-    switch (o) {
-    case cm::Outcome::established:
-        return AttemptOutcome::established;
-    case cm::Outcome::rejected:
-        return AttemptOutcome::rejected;
-    case cm::Outcome::no_listener:
-        return AttemptOutcome::no_listener;
-    case cm::Outcome::unreachable:
-        return AttemptOutcome::unreachable;
-    case cm::Outcome::timed_out:
-        return AttemptOutcome::timed_out;
-    case cm::Outcome::failed:
-        break;
-    }
-    return AttemptOutcome::failed;
-}
-
-IncomingRequest incoming(const cm::Request& r)
-{
-    return {r.listener, r.id, r.remote, static_cast<DAT_CONN_QUAL>(r.conn_qual), r.private_data};
-}
 
 softnic::Qp* qp_of(Ep& ep)
 {

@@ -95,11 +95,7 @@ namespace softnic_path {
                                                       std::uint8_t ctrl_flags)
 {
     auto* q = static_cast<SoftnicEpQueues*>(ep->queues);
-    fastpath::RemoteAddress ra{};
-    if (remote)
-        ra = {remote->virtual_address, remote->rmr_context};
-    if (!q->sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
-                    remote ? &ra : nullptr, 0, ctrl_flags, cookie)) [[unlikely]]
+    if (!write_request(q->sq, opcode, n, iov, total, cookie, remote, ctrl_flags)) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     // Sent from this thread rather than waking the engine's.
     q->sq.publish_only();
