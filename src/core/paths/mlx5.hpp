@@ -138,10 +138,7 @@ struct Kind {
 
 inline DAT_COUNT ready_completions(Evd* evd, DAT_COUNT have, DAT_COUNT limit)
 {
-    auto* c = static_cast<Mlx5Completions*>(evd->completions);
-    for (std::uint32_t k = 0; have < limit && c->view.ready_at(k); ++k)
-        ++have;
-    return have;
+    return count_ready(static_cast<Mlx5Completions*>(evd->completions)->view, have, limit);
 }
 
 inline std::uint32_t receives_outstanding(const Ep* ep)

@@ -45,6 +45,14 @@ inline DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
                    remote ? &ra : nullptr, 0, ctrl_flags, cookie);
 }
 
+// `have` plus the CQEs ready in `view`, up to `limit` (none consumed).
+inline DAT_COUNT count_ready(const fastpath::CompletionQueue& view, DAT_COUNT have, DAT_COUNT limit)
+{
+    for (std::uint32_t k = 0; have < limit && view.ready_at(k); ++k)
+        ++have;
+    return have;
+}
+
 inline bool is_receive_cqe(std::uint8_t opcode)
 {
     return opcode == MLX5_CQE_RESP_SEND || opcode == MLX5_CQE_RESP_SEND_IMM || opcode == MLX5_CQE_RESP_SEND_INV ||

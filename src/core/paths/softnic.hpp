@@ -146,10 +146,7 @@ struct Kind {
 
 inline DAT_COUNT ready_completions(Evd* evd, DAT_COUNT have, DAT_COUNT limit)
 {
-    auto* c = static_cast<SoftnicCompletions*>(evd->completions);
-    for (std::uint32_t k = 0; have < limit && c->view.ready_at(k); ++k)
-        ++have;
-    return have;
+    return count_ready(static_cast<SoftnicCompletions*>(evd->completions)->view, have, limit);
 }
 
 // Lets the software NIC move (the EVD's lock not held).
