@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -230,12 +232,25 @@ TEST_F(Provider, LmrCreateRefusesMemoryThatIsNotThere)
 
     const DAT_RETURN invalid = DAT_INVALID_PARAMETER;
     const int read = DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG;
-    EXPECT_EQ(type_of(create(page + 2 * pg, 64, read)), invalid);                       // not mapped
-    EXPECT_EQ(type_of(create(page + 3 * pg, 64, read)), invalid);                       // PROT_NONE
-    EXPECT_EQ(type_of(create(page + pg, pg + 1, read)), invalid);                       // past the end of its mapping
+    // The unmapped page can be filled by a mapping the library makes
+    // meanwhile (a verbs device's PD maps pages): then the range is there,
+    // and only while the hole is still one is a refusal expected.
+    const auto refused_at_hole = [&](DAT_RETURN rc, const char* what) {
+        if (msync(page + 2 * pg, pg, MS_ASYNC) != 0 && errno == ENOMEM) {
+            EXPECT_EQ(type_of(rc), invalid) << what;
+        }
+    };
+    refused_at_hole(create(page + 2 * pg, 64, read), "not mapped");
+    // PROT_NONE: the kernel pins it for a read-only verbs MR (the device
+    // reads the pages, not this process's mapping, so nothing here can
+    // fault); the softnic copies through the mapping and must refuse it.
+    if (!ia_is_verbs(ia)) {
+        EXPECT_EQ(type_of(create(page + 3 * pg, 64, read)), invalid);
+    }
+    refused_at_hole(create(page + pg, pg + 1, read), "past the end of its mapping");
     EXPECT_EQ(type_of(create(page, DAT_VLEN{1} << 63, read)), invalid);                 // 2^63 on one page
     EXPECT_EQ(type_of(create(page, ~DAT_VLEN{0} - 8, read)), invalid);                  // wraps around
-    EXPECT_EQ(type_of(create(page + 2 * pg - 8, 16, read)), invalid);                   // ends in the hole
+    refused_at_hole(create(page + 2 * pg - 8, 16, read), "ends in the hole");
     EXPECT_EQ(type_of(create(page + pg, 64, DAT_MEM_PRIV_LOCAL_WRITE_FLAG)), invalid);  // read-only memory
     EXPECT_EQ(type_of(create(page + pg, 64, DAT_MEM_PRIV_REMOTE_WRITE_FLAG)), invalid); // read-only memory
     EXPECT_EQ(type_of(create(page, 2 * pg, DAT_MEM_PRIV_ALL_FLAG)), invalid);           // write rights half read-only
