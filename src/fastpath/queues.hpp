@@ -178,7 +178,7 @@ public:
     // segments' lengths. `imm` is already big-endian for *_IMM opcodes.
     // Data of at most max_inline bytes for SEND and RDMA WRITE is copied
     // into the WQE (the buffers may be reused at once).
-    bool post(std::uint8_t opcode, const Sge* sge, std::uint32_t nsge, std::uint32_t total_len,
+    [[gnu::always_inline]] bool post(std::uint8_t opcode, const Sge* sge, std::uint32_t nsge, std::uint32_t total_len,
               const RemoteAddress* remote, std::uint32_t imm, std::uint8_t fm_ce_se, std::uint64_t cookie)
     {
         // One segment of inline data that fits the first basic block: a
@@ -189,7 +189,7 @@ public:
     }
 
     // Publishes every WQE posted since the last call.
-    void ring()
+    [[gnu::always_inline]] void ring()
     {
         if (pending_ == 0)
             return;
@@ -303,7 +303,7 @@ private:
         pi_ += bbs;
     }
 
-    bool post_small_inline(std::uint8_t opcode, const Sge* sge, std::uint32_t total_len, const RemoteAddress* remote,
+    [[gnu::always_inline]] bool post_small_inline(std::uint8_t opcode, const Sge* sge, std::uint32_t total_len, const RemoteAddress* remote,
                            std::uint32_t imm, std::uint8_t fm_ce_se, std::uint64_t cookie)
     {
         if (pi_ - ci_ == wqe_cnt_) [[unlikely]]
@@ -434,7 +434,7 @@ public:
     std::uint32_t posted() const { return head_; } // since init (free-running)
     std::uint32_t free_slots() const { return wqe_cnt_ - (head_ - tail_); }
 
-    bool post(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
+    [[gnu::always_inline]] bool post(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
     {
         if (nsge > max_sge_ || free_slots() == 0) [[unlikely]]
             return false;
@@ -588,7 +588,7 @@ public:
     // its low 16 bits).
     std::uint32_t posted() const { return posted_; }
 
-    bool post(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
+    [[gnu::always_inline]] bool post(const Sge* sge, std::uint32_t nsge, std::uint64_t cookie)
     {
         if (nsge != 1 || max_sge_ == 0) [[unlikely]]
             return post_any(sge, nsge, cookie);
