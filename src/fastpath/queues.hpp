@@ -686,6 +686,9 @@ public:
         cqe_cnt_ = cq.cqe_cnt;
         cqe_size_ = cq.cqe_size;
         log_cnt_ = log2_of(cqe_cnt_);
+        index_mask_ = cqe_cnt_ - 1;
+        size_shift_ = log2_of(cqe_size_);
+        cqe64_base_ = buf_ + cqe_size_ - sizeof(mlx5_cqe64);
         dbrec_ = cq.dbrec;
         uar_ = static_cast<std::uint8_t*>(cq.cq_uar);
         cqn_ = cq.cqn;
@@ -860,9 +863,9 @@ private:
 
     const mlx5_cqe64* entry(std::uint32_t index) const
     {
-        // In 128-byte entries the CQE64 is the second half.
-        const std::uint8_t* e = buf_ + static_cast<std::size_t>(index & (cqe_cnt_ - 1)) * cqe_size_;
-        return reinterpret_cast<const mlx5_cqe64*>(e + cqe_size_ - sizeof(mlx5_cqe64));
+        // In 128-byte entries the CQE64 is the second half (cqe64_base_).
+        return reinterpret_cast<const mlx5_cqe64*>(cqe64_base_ +
+                                                   (static_cast<std::size_t>(index & index_mask_) << size_shift_));
     }
 
     // `element(i, addr, len)` yields the i-th scatter element (false: the list ended).
@@ -917,6 +920,10 @@ private:
     std::uint8_t* buf_ = nullptr;
     std::uint32_t cqe_cnt_ = 0;
     std::uint32_t cqe_size_ = 64;
+    // entry()'s arithmetic, computed once at init.
+    std::uint32_t index_mask_ = 0;
+    std::uint32_t size_shift_ = 6;
+    const std::uint8_t* cqe64_base_ = nullptr;
     std::uint32_t log_cnt_ = 0;
     volatile __be32* dbrec_ = nullptr;
     std::uint32_t ci_ = 0;

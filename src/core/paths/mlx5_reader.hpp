@@ -128,7 +128,7 @@ template <class Kind, class Completions>
         // Released only now: the device may reuse the entry once it is published.
         view.consume();
         view.publish_consumer_index();
-        if (d.status != DAT_DTO_SUCCESS && g_debug) [[unlikely]]
+        if (attention && d.status != DAT_DTO_SUCCESS && g_debug) [[unlikely]]
             std::fprintf(stderr, "fastdapl: %s completion on qp %u: status %d, syndrome 0x%x\n",
                          request ? "request" : "receive", qpn, static_cast<int>(d.status),
                          attention ? static_cast<unsigned>(reinterpret_cast<const mlx5_err_cqe*>(cqe)->syndrome) : 0u);
