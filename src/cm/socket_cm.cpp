@@ -23,6 +23,16 @@ namespace {
 
 // How long a passive connection may take to send its request.
 constexpr std::chrono::milliseconds kRequestTimeout{5000};
+// A connection refused for lack of a listener is tried again for this long
+// (within the attempt's own timeout) before it is reported: consumers
+// written for IB CMs, which retransmit requests, create their service point
+// just after telling the peer where it will be (Debian's dtest does).
+constexpr std::chrono::milliseconds kRefusedGrace{500};
+constexpr std::chrono::milliseconds kRefusedRetry{10};
+
+// Nobody took the connection: refused, or reset by a listener closing as
+// it arrived.
+bool refused(int err) { return err == ECONNREFUSED || err == ECONNRESET; }
 
 void set_nodelay(int fd)
 {
@@ -131,22 +141,31 @@ std::uint64_t SocketCm::connect(const sockaddr_in& remote, std::uint16_t port, s
     c.remote = remote;
     c.remote.sin_port = htons(port);
     c.conn_qual = port;
-    c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (c.fd >= 0) {
-        set_nodelay(c.fd);
-        if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&c.remote), sizeof c.remote) != 0 &&
-            errno != EINPROGRESS) {
-            // Refused or unreachable right away: reported from the CM thread.
-            ::close(c.fd);
-            c.fd = -1;
-        }
-    }
+    c.refused_until = std::min(c.deadline, std::chrono::steady_clock::now() + kRefusedGrace);
+    start_connect(c); // refused or unreachable right away: handled on the CM thread
     {
         std::lock_guard lock(mutex_);
         conns_[id] = std::move(c);
     }
     wake();
     return id;
+}
+
+void SocketCm::start_connect(Conn& c)
+{
+    c.error = 0;
+    c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (c.fd < 0) {
+        c.error = errno;
+        return;
+    }
+    set_nodelay(c.fd);
+    if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&c.remote), sizeof c.remote) != 0 && errno != EINPROGRESS) {
+        c.error = errno;
+        ::close(c.fd);
+        c.fd = -1;
+        c.retry_at = std::chrono::steady_clock::now() + kRefusedRetry;
+    }
 }
 
 void SocketCm::cancel(std::uint64_t id)
@@ -351,8 +370,9 @@ void SocketCm::run()
                     owners.emplace_back(false, id);
                 }
                 if (c.state != State::wait_consumer) {
-                    const auto left =
-                        std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now).count() + 1;
+                    const auto until = c.fd < 0 && c.state == State::connecting ? std::min(c.deadline, c.retry_at)
+                                                                                : c.deadline;
+                    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count() + 1;
                     timeout_ms = static_cast<int>(std::max<long long>(0, std::min<long long>(timeout_ms, left)));
                 }
             }
@@ -409,9 +429,14 @@ void SocketCm::run()
                             c.state = State::wait_reply;
                         else
                             finish(id, c, Outcome::failed, {}, out, done, false);
+                    } else if (refused(err) && std::chrono::steady_clock::now() < c.refused_until) {
+                        ::close(c.fd); // nobody listens yet: again shortly
+                        c.fd = -1;
+                        c.error = err;
+                        c.retry_at = std::chrono::steady_clock::now() + kRefusedRetry;
                     } else {
-                        finish(id, c, err == ECONNREFUSED ? Outcome::no_listener : Outcome::unreachable, {}, out,
-                               done, false);
+                        finish(id, c, refused(err) ? Outcome::no_listener : Outcome::unreachable, {}, out, done,
+                               false);
                     }
                     continue;
                 }
@@ -423,7 +448,13 @@ void SocketCm::run()
                 if (std::find(done.begin(), done.end(), id) != done.end())
                     continue;
                 if (c.fd < 0 && c.state == State::connecting) {
-                    finish(id, c, Outcome::unreachable, {}, out, done, false);
+                    if (refused(c.error) && now < c.refused_until) {
+                        if (now >= c.retry_at)
+                            start_connect(c);
+                    } else {
+                        finish(id, c, refused(c.error) ? Outcome::no_listener : Outcome::unreachable, {}, out,
+                               done, false);
+                    }
                 } else if (c.state != State::wait_consumer && now >= c.deadline) {
                     if (c.state == State::wait_request) {
                         ::close(c.fd);

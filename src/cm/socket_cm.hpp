@@ -85,7 +85,12 @@ private:
         std::chrono::steady_clock::time_point deadline;
         sockaddr_in remote{};
         std::uint64_t conn_qual = 0;
+        // Active side refused (no listener yet): tried again until then.
+        int error = 0;
+        std::chrono::steady_clock::time_point refused_until, retry_at;
     };
+    // A new TCP connection attempt for `c` (c.fd, or -1 and c.error).
+    static void start_connect(Conn& c);
     struct Listener {
         int fd = -1;
         std::uint16_t port = 0;

@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 using namespace fastdapl::cm;
 using namespace std::chrono_literals;
@@ -31,7 +32,9 @@ struct Result {
 struct Harness {
     Harness()
         : cm({[this](const Request& r) { push(requests, r); },
-              [this](std::uint64_t id, Outcome o, int fd, const Message& m) { push(results, Result{id, o, fd, m}); }})
+              [this](std::uint64_t id, Outcome o, int fd, const Message& m) {
+                  push(results, Result{id, o, fd, m});
+              }})
     {
     }
     ~Harness()
@@ -183,6 +186,34 @@ TEST(SocketCm, NoListenerAndListenerGoneWhileWaiting)
     r = h.result_for(attempt);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->outcome, Outcome::no_listener);
+}
+
+// A request that comes just before its listener (a consumer that tells the
+// peer where to connect, then creates the service point) is tried again for
+// a short while instead of failing at once; long past that, it fails.
+TEST(SocketCm, RequestBeforeItsListenerIsTriedAgainBriefly)
+{
+    Harness h;
+    std::uint16_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
+    h.cm.unlisten(1); // a free port
+    const std::uint64_t attempt = h.cm.connect(loopback(), port, 1, {}, 5s);
+    std::this_thread::sleep_for(100ms);
+    ASSERT_EQ(h.cm.listen(loopback(), port, 2), 0);
+    auto req = h.pop(h.requests);
+    ASSERT_TRUE(req);
+    ASSERT_TRUE(h.cm.accept(req->id, 2, {}, 5s));
+    auto r = h.result_for(attempt);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::established);
+    h.cm.unlisten(2);
+
+    // Nobody ever listens: no_listener, after the grace and well before the timeout.
+    const auto start = std::chrono::steady_clock::now();
+    r = h.result_for(h.cm.connect(loopback(), port, 1, {}, 5s));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::no_listener);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }
 
 TEST(SocketCm, SilentPeerTimesOut)
