@@ -160,7 +160,6 @@ void check_arm(Cq* c)
     if (!fire)
         return;
     c->fired_sn = sn;
-    ++c->reported;
     c->channel->q.push(c);
 }
 
@@ -626,6 +625,7 @@ FAKE_API int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_conte
     Cq* c = nullptr;
     if (!reinterpret_cast<Channel*>(ch)->q.pop(c))
         return -1;
+    ++c->reported; // as uverbs counts them: events read, not events queued
     *cq = reinterpret_cast<ibv_cq*>(&c->cq);
     *cq_context = c->cq.cq_context;
     return 0;
