@@ -26,11 +26,8 @@ constexpr DAT_COMPLETION_FLAGS kPostFlags =
     return error(DAT_INVALID_STATE, ep_state_subtype(s));
 }
 
-[[gnu::noinline]] DAT_RETURN request_argument_error(const Ep* ep, DAT_COUNT n, DAT_COMPLETION_FLAGS flags,
-                                                    DAT_COUNT max_iov)
+[[gnu::noinline]] DAT_RETURN request_argument_error(DAT_COUNT n, DAT_COUNT max_iov)
 {
-    (void)ep;
-    (void)flags;
     return error(DAT_INVALID_PARAMETER, n < 0 || n > max_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
 }
 
@@ -48,7 +45,7 @@ constexpr DAT_COMPLETION_FLAGS kPostFlags =
                                      !(ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG);
     if (static_cast<std::uint32_t>(n) > static_cast<std::uint32_t>(max_iov) || (n > 0 && !iov) ||
         (flags & ~kPostFlags) || unsignalled_refused) [[unlikely]]
-        return request_argument_error(ep, n, flags, max_iov);
+        return request_argument_error(n, max_iov);
     std::uint64_t total = iov ? iov[0].segment_length : 0;
     for (DAT_COUNT i = 1; i < n; ++i)
         total += iov[i].segment_length;

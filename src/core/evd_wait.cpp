@@ -11,13 +11,17 @@ namespace fastdapl::core {
 
 namespace {
 
-// Past the first look: software and connection events, then a round of the
-// device's progress. Entered with the EVD's lock held.
+// Past the first look, which found no completion: software and connection
+// events, then a round of the device's progress. Entered with the EVD's
+// lock held.
 [[gnu::noinline]] DAT_RETURN dequeue_slow(Evd* evd, DAT_EVENT* event)
 {
     std::unique_lock lock(evd->mutex, std::adopt_lock);
-    if (take_event(evd, *event))
+    if (!evd->events.empty()) {
+        *event = evd->events.front();
+        evd->events.pop_front();
         return DAT_SUCCESS;
+    }
     // Let the device move (the softnic, in this thread), then look once more.
     if (evd->completions && dp::progress(evd, lock) && take_event(evd, *event))
         return DAT_SUCCESS;
