@@ -40,16 +40,11 @@ alignas(64) std::atomic<const std::atomic<const DAT_PROVIDER*>*> g_provider_hint
 
 __attribute__((noinline)) const DAT_PROVIDER* provider_of_scan(const DAT_PROVIDER* p)
 {
-    if (!p)
+    const std::atomic<const DAT_PROVIDER*>* slot = slot_of(p);
+    if (!slot)
         return nullptr;
-    const int n = g_known_provider_count.load(std::memory_order_acquire);
-    for (int i = 0; i < n; ++i) {
-        if (g_known_providers[i].load(std::memory_order_acquire) == p) {
-            g_provider_hint.store(&g_known_providers[i], std::memory_order_relaxed);
-            return p;
-        }
-    }
-    return nullptr;
+    g_provider_hint.store(slot, std::memory_order_relaxed);
+    return p;
 }
 
 namespace {

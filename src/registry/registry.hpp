@@ -51,14 +51,19 @@ extern FASTDAPL_HIDDEN std::atomic<int> g_known_provider_count;
 // as well (nothing to clear here on removal). Always points into the array.
 extern FASTDAPL_HIDDEN std::atomic<const std::atomic<const DAT_PROVIDER*>*> g_provider_hint;
 
-inline bool is_known_provider(const DAT_PROVIDER* p)
+// The slot that holds table `p`, or nullptr.
+inline const std::atomic<const DAT_PROVIDER*>* slot_of(const DAT_PROVIDER* p)
 {
+    if (!p)
+        return nullptr;
     const int n = g_known_provider_count.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i)
-        if (g_known_providers[i].load(std::memory_order_relaxed) == p)
-            return p != nullptr;
-    return false;
+        if (g_known_providers[i].load(std::memory_order_acquire) == p)
+            return &g_known_providers[i];
+    return nullptr;
 }
+
+inline bool is_known_provider(const DAT_PROVIDER* p) { return slot_of(p) != nullptr; }
 
 // Whether `h` can be read as a provider object: not NULL or near it, 8-byte
 // aligned. Its first word is then the table to check.
