@@ -26,15 +26,42 @@ DAT_EP_ATTR default_ep_attr()
     a.qos = DAT_QOS_BEST_EFFORT;
     a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
     a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-    a.max_recv_dtos = 64;
-    a.max_request_dtos = 64;
-    a.max_recv_iov = 4;
-    a.max_request_iov = 4;
+    a.max_recv_dtos = kDefaultDtos;
+    a.max_request_dtos = kDefaultDtos;
+    a.max_recv_iov = kMaxSge;
+    a.max_request_iov = kMaxSge;
     a.max_rdma_read_in = 4;
     a.max_rdma_read_out = 4;
     a.srq_soft_hw = DAT_HW_DEFAULT;
-    a.max_rdma_read_iov = 4;
-    a.max_rdma_write_iov = 4;
+    a.max_rdma_read_iov = kMaxSge;
+    a.max_rdma_write_iov = kMaxSge;
+    return a;
+}
+
+// The defaults an IA gives for a NULL attribute: every segment count the
+// IA offers (the reference's test programs post 8 and 16 segments), queue
+// depths and RDMA reads within what its device allows.
+DAT_EP_ATTR default_ep_attr(const Ia& ia)
+{
+    DAT_IA_ATTR limits{};
+    fill_ia_attr(const_cast<Ia*>(&ia), &limits);
+    DAT_EP_ATTR a = default_ep_attr();
+    const auto cap = [](DAT_COUNT& field, DAT_COUNT limit) {
+        if (limit > 0 && field > limit)
+            field = limit;
+    };
+    cap(a.max_recv_dtos, limits.max_dto_per_ep);
+    cap(a.max_request_dtos, limits.max_dto_per_ep);
+    cap(a.max_recv_iov, limits.max_iov_segments_per_dto);
+    cap(a.max_request_iov, limits.max_iov_segments_per_dto);
+    cap(a.max_rdma_read_iov, limits.max_iov_segments_per_rdma_read);
+    cap(a.max_rdma_write_iov, limits.max_iov_segments_per_rdma_write);
+    cap(a.max_rdma_read_in, limits.max_rdma_read_per_ep_in);
+    cap(a.max_rdma_read_out, limits.max_rdma_read_per_ep_out);
+    if (limits.max_message_size > 0 && a.max_message_size > limits.max_message_size)
+        a.max_message_size = limits.max_message_size;
+    if (limits.max_rdma_size > 0 && a.max_rdma_size > limits.max_rdma_size)
+        a.max_rdma_size = limits.max_rdma_size;
     return a;
 }
 
@@ -43,9 +70,9 @@ DAT_EP_ATTR default_ep_attr()
 
 // For an SRQ endpoint max_recv_dtos is its hard high watermark and
 // max_recv_iov is not used (read back as 0); both are handled by the caller.
-DAT_RETURN complete_ep_attr(DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE which_arg, bool with_srq = false)
+DAT_RETURN complete_ep_attr(const Ia& ia, DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE which_arg, bool with_srq = false)
 {
-    const DAT_EP_ATTR d = default_ep_attr();
+    const DAT_EP_ATTR d = default_ep_attr(ia);
     const DAT_COUNT saved_recv_dtos = a.max_recv_dtos;
     if (with_srq) {
         a.max_recv_dtos = d.max_recv_dtos;
@@ -63,7 +90,8 @@ DAT_RETURN complete_ep_attr(DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE which_arg, bool w
         a.max_message_size = d.max_message_size;
     if (a.max_rdma_size == 0)
         a.max_rdma_size = d.max_rdma_size;
-    const auto sge_ok = [](DAT_COUNT n) { return n > 0 && n <= static_cast<DAT_COUNT>(kMaxSge); };
+    // d's segment counts are the IA's limits (the provider's, lowered to the device's).
+    const auto sge_ok = [&d](DAT_COUNT n) { return n > 0 && n <= d.max_request_iov; };
     const auto depth_ok = [](DAT_COUNT n) { return n > 0 && n <= kMaxDtosPerEp; };
     if (raw(a.service_type) != DAT_SERVICE_TYPE_RC || !depth_ok(a.max_recv_dtos) || !depth_ok(a.max_request_dtos) ||
         !sge_ok(a.max_recv_iov) || !sge_ok(a.max_request_iov) || !sge_ok(a.max_rdma_read_iov) ||
@@ -109,9 +137,9 @@ DAT_RETURN ep_create_common(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_E
     const DAT_RETURN_SUBTYPE attr_arg = srq ? DAT_INVALID_ARG7 : DAT_INVALID_ARG6;
     if (!out)
         return error(DAT_INVALID_PARAMETER, srq ? DAT_INVALID_ARG8 : DAT_INVALID_ARG7);
-    DAT_EP_ATTR a = attr ? *attr : default_ep_attr();
+    DAT_EP_ATTR a = attr ? *attr : default_ep_attr(*ia);
     if (attr) {
-        if (DAT_RETURN rc = complete_ep_attr(a, attr_arg, srq != nullptr); rc != DAT_SUCCESS)
+        if (DAT_RETURN rc = complete_ep_attr(*ia, a, attr_arg, srq != nullptr); rc != DAT_SUCCESS)
             return rc;
     }
     // An SRQ endpoint's marks: max_recv_dtos is the hard one, srq_soft_hw
@@ -390,7 +418,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
     for (const auto& [bit, copy] : fields)
         if (mask & bit)
             copy(a, in);
-    if (DAT_RETURN rc = complete_ep_attr(a, DAT_INVALID_ARG3, ep->srq != nullptr); rc != DAT_SUCCESS)
+    if (DAT_RETURN rc = complete_ep_attr(*ep->ia, a, DAT_INVALID_ARG3, ep->srq != nullptr); rc != DAT_SUCCESS)
         return DAT_GET_TYPE(rc) == DAT_MODEL_NOT_SUPPORTED ? error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3) : rc;
     // Everything here may change only before a connection is sought or
     // accepted; the PZ only while quiescent (Table 5).

@@ -189,8 +189,6 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
     return DAT_SUCCESS;
 }
 
-namespace {
-
 void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
 {
     std::memset(a, 0, sizeof *a);
@@ -227,6 +225,8 @@ void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
     a->extension_supported = DAT_EXTENSION_NONE;
     ia->device->limit_ia_attr(*a);
 }
+
+namespace {
 
 void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p)
 {

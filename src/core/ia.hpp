@@ -83,10 +83,14 @@ DAT_IA_HANDLE consumer_handle(Ia* ia);
 // Private data a connection message carries on this IA.
 DAT_COUNT max_private_data(const Ia* ia);
 
+// The IA's attributes: the provider's limits, lowered to the device's.
+void fill_ia_attr(Ia* ia, DAT_IA_ATTR* attr);
+
 // Limits of the provider (the device's may be lower).
 inline constexpr DAT_COUNT kMaxEvdQlen = 1 << 20;
 inline constexpr DAT_COUNT kMinAsyncQlen = 4096;
 inline constexpr DAT_COUNT kMaxDtosPerEp = 1 << 14;
+inline constexpr DAT_COUNT kDefaultDtos = 64; // an EP's queue depths when the consumer gives none
 inline constexpr DAT_COUNT kMaxRdmaReadPerEp = 16;
 inline constexpr DAT_COUNT kMaxRecvPerSrq = 0x7fff; // the doorbell record counts posts in 16 bits
 inline constexpr DAT_COUNT kMaxEpPerSrq = 1 << 16;

@@ -32,8 +32,12 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
     Lmr* base = nullptr;
     switch (type) {
     case DAT_MEM_TYPE_VIRTUAL:
-        if (!region.for_va || length == 0)
-            return error(DAT_INVALID_PARAMETER, region.for_va ? DAT_INVALID_ARG4 : DAT_INVALID_ARG3);
+        // Nothing to register: a length error (the reference's dapltest -T F
+        // expects it, with or without an address).
+        if (length == 0)
+            return error(DAT_LENGTH_ERROR);
+        if (!region.for_va)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
         addr = reinterpret_cast<std::uintptr_t>(region.for_va);
         if (addr + length < addr)
             return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);

@@ -30,6 +30,14 @@ run() { # label, dapltest transaction arguments...
 run send-recv -i 100 client SR 4096 2 server SR 4096 2
 run threads-eps-read-write -i 100 -t 2 -w 2 client SR 4096 2 server SR 4096 2 client RR 4096 1 server RW 4096 1
 run validated -V -i 50 -t 2 -w 2 client SR 1024 1 server RW 1024 1 client RR 1024 1
+# Endpoints with the provider's default attributes: 8 and 16 segments per DTO.
+run eight-segments -V -i 100 client SR 4096 8 server SR 4096 8 client RW 4096 8
+timeout 120 stdbuf -oL dapltest -T P -s 127.0.0.1 -D fastdapl-tcp -i 100 RW 4096 16 >"$work/perf16" 2>&1
+if [ $? -ne 0 ] || ! grep -q "^raw: RW" "$work/perf16" || grep -qiE "error|fail" "$work/perf16"; then
+    echo "FAIL: dapltest -T P RW 4096 16"; tail -20 "$work/perf16"; fail=1
+else
+    echo "ok: dapltest -T P RW 4096 16 segments: $(grep '^raw:' "$work/perf16")"
+fi
 timeout 30 dapltest -T Q -s 127.0.0.1 -D fastdapl-tcp >"$work/quit" 2>&1
 if ! timeout 30 tail --pid=$server -f /dev/null; then
     echo "FAIL: dapltest -T Q did not stop the server"; fail=1

@@ -609,6 +609,52 @@ TEST_F(Models, ConnectedEndpointPostingErrors)
     ASSERT_EQ(dat_psp_free(psp), kOk);
 }
 
+// A NULL attribute gives every segment the IA offers (the reference's
+// dapltest -T T and -T P post 8 and 16), and those segments move data.
+TEST_F(Models, DefaultAttributesTakeAsManySegmentsAsTheIaOffers)
+{
+    DAT_IA_ATTR ia_attr{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &ia_attr, 0, nullptr), kOk);
+    const DAT_COUNT offered = std::min<DAT_COUNT>(ia_attr.max_iov_segments_per_dto, 16);
+    EXPECT_GE(offered, 8);
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_EP_PARAM param{};
+    ASSERT_EQ(dat_ep_query(a, DAT_EP_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.ep_attr.max_request_iov, offered);
+    EXPECT_EQ(param.ep_attr.max_recv_iov, offered);
+    EXPECT_EQ(param.ep_attr.max_rdma_write_iov, std::min<DAT_COUNT>(ia_attr.max_iov_segments_per_rdma_write, 16));
+    EXPECT_EQ(param.ep_attr.max_rdma_read_iov, std::min<DAT_COUNT>(ia_attr.max_iov_segments_per_rdma_read, 16));
+    EXPECT_GE(param.ep_attr.max_request_dtos, 64);
+    EXPECT_LE(param.ep_attr.max_request_dtos, ia_attr.max_dto_per_ep);
+
+    // `offered` receive segments of 100 bytes at 4096 + 128 i, one send
+    // gathered from `offered` segments of 100 bytes at 128 i.
+    std::vector<DAT_LMR_TRIPLET> recv(offered), send(offered);
+    for (DAT_COUNT i = 0; i < offered; ++i) {
+        recv[i] = piece(4096 + 128 * i, 100);
+        send[i] = piece(128 * i, 100);
+        std::memset(buffer.data() + 128 * i, 'a' + i, 100);
+    }
+    ASSERT_EQ(dat_ep_post_recv(b, offered, recv.data(), DAT_DTO_COOKIE{.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_ep_post_send(a, offered, send.data(), DAT_DTO_COOKIE{.as_64 = 2}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(dto_a);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    e = next(dto_b);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, static_cast<DAT_COUNT>(100 * offered));
+    for (DAT_COUNT i = 0; i < offered; ++i)
+        EXPECT_EQ(std::string(buffer.data() + 4096 + 128 * i, 100), std::string(100, static_cast<char>('a' + i)))
+            << "segment " << i;
+
+    // More segments than the IA offers are refused at create.
+    DAT_EP_ATTR attr{};
+    attr.service_type = DAT_SERVICE_TYPE_RC;
+    attr.max_request_iov = ia_attr.max_iov_segments_per_dto + 1;
+    DAT_EP_HANDLE refused;
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &attr, &refused)), t(DAT_INVALID_PARAMETER));
+}
+
 TEST_F(Models, ServicePointAndRequestErrors)
 {
     DAT_CONN_QUAL qual = 0;

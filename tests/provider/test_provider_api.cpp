@@ -349,6 +349,14 @@ TEST_F(Provider, LmrCreateQueryFreeAndItsErrors)
     DAT_LMR_HANDLE bad;
     EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 0, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
                                      &bad, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_LENGTH_ERROR));
+    DAT_REGION_DESCRIPTION nowhere;
+    nowhere.for_va = nullptr;
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, nowhere, 0, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                                     &bad, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_LENGTH_ERROR)); // as dapltest -T F -f mem asks
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, nowhere, 16, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                                     &bad, nullptr, nullptr, nullptr, nullptr)),
               static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
     EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 16, pz, static_cast<DAT_MEM_PRIV_FLAGS>(0x400),
                                      DAT_VA_TYPE_VA, &bad, nullptr, nullptr, nullptr, nullptr)),
