@@ -36,6 +36,18 @@ inline std::uint16_t port_of(const sockaddr_storage& a)
     return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
 }
 
+// The port a 64-bit connection qualifier listens on and connects to: its
+// lowest 16-bit piece that is not zero. 1..65535 are ports as they are, and
+// larger qualifiers truncate as the reference's rdma_cm provider does
+// (0xaffab1e -> 0xab1e); 0x10000 takes the next piece (1). 0 has no port.
+inline std::uint16_t port_of_qualifier(std::uint64_t qual)
+{
+    for (; qual != 0; qual >>= 16)
+        if (const auto piece = static_cast<std::uint16_t>(qual & 0xffff); piece != 0)
+            return piece;
+    return 0;
+}
+
 inline void set_port(sockaddr_storage& a, std::uint16_t port)
 {
     if (a.ss_family == AF_INET6)

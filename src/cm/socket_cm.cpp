@@ -53,8 +53,8 @@ SocketCm::~SocketCm()
     stop_.store(true);
     wake();
     thread_.join();
-    for (auto& [id, l] : listeners_)
-        ::close(l.fd);
+    for (auto& [number, p] : ports_)
+        ::close(p.fd);
     for (auto& [id, c] : conns_)
         if (c.fd >= 0)
             ::close(c.fd);
@@ -77,8 +77,18 @@ bool SocketCm::send_message(int fd, const Message& m)
     return n == static_cast<ssize_t>(bytes.size());
 }
 
-int SocketCm::listen(const sockaddr_in& addr, std::uint16_t& port, std::uint64_t listener_id)
+int SocketCm::listen(const sockaddr_in& addr, std::uint64_t& qual, std::uint64_t listener_id)
 {
+    std::uint16_t port = port_of_qualifier(qual);
+    std::lock_guard lock(mutex_); // held through bind: two qualifiers of one port share its socket
+    if (qual != 0) {
+        if (auto p = ports_.find(port); p != ports_.end()) {
+            if (!p->second.listeners.emplace(qual, listener_id).second)
+                return EADDRINUSE;
+            listeners_[listener_id] = {port, qual};
+            return 0;
+        }
+    }
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return errno;
@@ -96,10 +106,10 @@ int SocketCm::listen(const sockaddr_in& addr, std::uint16_t& port, std::uint64_t
     socklen_t len = sizeof a;
     getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
     port = ntohs(a.sin_port);
-    {
-        std::lock_guard lock(mutex_);
-        listeners_[listener_id] = {fd, port};
-    }
+    if (qual == 0)
+        qual = port;
+    ports_[port] = Port{fd, {{qual, listener_id}}};
+    listeners_[listener_id] = {port, qual};
     wake();
     return 0;
 }
@@ -110,12 +120,18 @@ void SocketCm::unlisten(std::uint64_t listener_id)
     auto it = listeners_.find(listener_id);
     if (it == listeners_.end())
         return;
-    ::close(it->second.fd);
+    if (auto p = ports_.find(it->second.port); p != ports_.end()) {
+        p->second.listeners.erase(it->second.qual);
+        if (p->second.listeners.empty()) {
+            ::close(p->second.fd);
+            ports_.erase(p);
+        }
+    }
     listeners_.erase(it);
-    // Requests that arrived on it and were not answered are refused.
+    // Requests that came for it and were not answered are refused (one
+    // still on its way finds no qualifier and is refused then).
     for (auto c = conns_.begin(); c != conns_.end();) {
-        if (c->second.listener == listener_id &&
-            (c->second.state == State::wait_request || c->second.state == State::wait_consumer)) {
+        if (c->second.listener == listener_id && c->second.state == State::wait_consumer) {
             Message rej;
             rej.type = MessageType::reject;
             rej.reason = static_cast<std::uint32_t>(RejectReason::no_listener);
@@ -129,7 +145,7 @@ void SocketCm::unlisten(std::uint64_t listener_id)
     wake();
 }
 
-std::uint64_t SocketCm::connect(const sockaddr_in& remote, std::uint16_t port, std::uint32_t qpn,
+std::uint64_t SocketCm::connect(const sockaddr_in& remote, std::uint64_t qual, std::uint32_t qpn,
                                 std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout)
 {
     const std::uint64_t id = next_id_.fetch_add(1);
@@ -139,8 +155,8 @@ std::uint64_t SocketCm::connect(const sockaddr_in& remote, std::uint16_t port, s
     c.request_pdata = std::move(private_data);
     c.deadline = std::chrono::steady_clock::now() + timeout;
     c.remote = remote;
-    c.remote.sin_port = htons(port);
-    c.conn_qual = port;
+    c.remote.sin_port = htons(port_of_qualifier(qual));
+    c.conn_qual = qual;
     c.refused_until = std::min(c.deadline, std::chrono::steady_clock::now() + kRefusedGrace);
     start_connect(c); // refused or unreachable right away: handled on the CM thread
     {
@@ -299,8 +315,11 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
     c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(used));
     switch (c.state) {
     case State::wait_request: {
-        auto l = listeners_.find(c.listener);
-        if (m.type != MessageType::request || l == listeners_.end() || m.conn_qual != l->second.port) {
+        std::uint64_t listener = 0;
+        if (auto p = ports_.find(c.port); m.type == MessageType::request && p != ports_.end())
+            if (auto l = p->second.listeners.find(m.conn_qual); l != p->second.listeners.end())
+                listener = l->second;
+        if (listener == 0) {
             Message rej;
             rej.type = MessageType::reject;
             rej.reason = static_cast<std::uint32_t>(RejectReason::no_listener);
@@ -311,6 +330,7 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
             return;
         }
         c.state = State::wait_consumer;
+        c.listener = listener;
         c.conn_qual = m.conn_qual;
         Request req;
         req.id = id;
@@ -350,7 +370,7 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
 void SocketCm::run()
 {
     std::vector<pollfd> fds;
-    std::vector<std::pair<bool, std::uint64_t>> owners; // (is listener, id)
+    std::vector<std::pair<bool, std::uint64_t>> owners; // (is a listening port, port number or connection id)
     while (!stop_.load()) {
         fds.clear();
         owners.clear();
@@ -360,9 +380,9 @@ void SocketCm::run()
         {
             std::lock_guard lock(mutex_);
             const auto now = std::chrono::steady_clock::now();
-            for (auto& [id, l] : listeners_) {
-                fds.push_back({l.fd, POLLIN, 0});
-                owners.emplace_back(true, id);
+            for (auto& [number, p] : ports_) {
+                fds.push_back({p.fd, POLLIN, 0});
+                owners.emplace_back(true, number);
             }
             for (auto& [id, c] : conns_) {
                 if (c.fd >= 0 && c.state != State::wait_consumer) {
@@ -391,7 +411,7 @@ void SocketCm::run()
                     continue;
                 const auto [is_listener, id] = owners[i];
                 if (is_listener) {
-                    if (!listeners_.count(id))
+                    if (auto p = ports_.find(static_cast<std::uint16_t>(id)); p == ports_.end() || p->second.fd != fds[i].fd)
                         continue;
                     for (;;) {
                         sockaddr_in peer{};
@@ -404,7 +424,7 @@ void SocketCm::run()
                         Conn c;
                         c.fd = fd;
                         c.state = State::wait_request;
-                        c.listener = id;
+                        c.port = static_cast<std::uint16_t>(id);
                         c.remote = peer;
                         c.deadline = std::chrono::steady_clock::now() + kRequestTimeout;
                         conns_[next_id_.fetch_add(1)] = std::move(c);

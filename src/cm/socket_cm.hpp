@@ -1,5 +1,7 @@
 // The socket connection manager for softnic IAs: listeners on (address,
-// port = connection qualifier), the request/reply/ready handshake with
+// port of the connection qualifier: port_of_qualifier), one socket per port
+// shared by every qualifier that maps to it (a request names its whole
+// 64-bit qualifier), the request/reply/ready handshake with
 // private data, rejects, timeouts. A finished handshake hands its TCP socket
 // to the caller, who gives it to the queue pair as its wire.
 // SPDX-License-Identifier: BSD-3-Clause
@@ -54,13 +56,16 @@ public:
     SocketCm(const SocketCm&) = delete;
     SocketCm& operator=(const SocketCm&) = delete;
 
-    // Listens on addr:port (port 0: any free one, returned in `port`).
-    // Returns 0 or an errno (EADDRINUSE when the qualifier is taken).
-    int listen(const sockaddr_in& addr, std::uint16_t& port, std::uint64_t listener_id);
+    // Listens for `qual` on addr:port_of_qualifier(qual) (qual 0: any free
+    // port, whose number is returned as the qualifier). Returns 0 or an
+    // errno (EADDRINUSE when the qualifier is taken, or its port is another
+    // socket's).
+    int listen(const sockaddr_in& addr, std::uint64_t& qual, std::uint64_t listener_id);
     void unlisten(std::uint64_t listener_id);
 
-    // Starts a connection attempt; its outcome arrives through on_result.
-    std::uint64_t connect(const sockaddr_in& remote, std::uint16_t port, std::uint32_t qpn,
+    // Starts a connection attempt to `qual` at `remote` (whose port is the
+    // qualifier's); its outcome arrives through on_result.
+    std::uint64_t connect(const sockaddr_in& remote, std::uint64_t qual, std::uint32_t qpn,
                           std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout);
     // Abandons an attempt (no callback follows).
     void cancel(std::uint64_t id);
@@ -78,7 +83,8 @@ private:
     struct Conn {
         int fd = -1;
         State state = State::connecting;
-        std::uint64_t listener = 0;
+        std::uint64_t listener = 0; // passive: known once the request names its qualifier
+        std::uint16_t port = 0;     // passive: the port it came in on
         std::uint32_t qpn = 0;
         std::vector<std::uint8_t> request_pdata; // active: sent once connected
         std::vector<std::uint8_t> in;
@@ -92,8 +98,12 @@ private:
     // A new TCP connection attempt for `c` (c.fd, or -1 and c.error).
     static void start_connect(Conn& c);
     struct Listener {
-        int fd = -1;
         std::uint16_t port = 0;
+        std::uint64_t qual = 0;
+    };
+    struct Port { // one listening socket, the qualifiers that share it
+        int fd = -1;
+        std::map<std::uint64_t, std::uint64_t> listeners; // qualifier -> listener id
     };
     struct Pending { // callbacks to run once the lock is released
         std::vector<Request> requests;
@@ -110,6 +120,7 @@ private:
     Callbacks callbacks_;
     std::mutex mutex_;
     std::map<std::uint64_t, Listener> listeners_;
+    std::map<std::uint16_t, Port> ports_;
     std::map<std::uint64_t, Conn> conns_;
     std::atomic<std::uint64_t> next_id_{1};
     int wake_fd_ = -1;

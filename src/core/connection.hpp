@@ -33,7 +33,9 @@ public:
 
     // 0, or errno (EADDRINUSE: the qualifier is taken). Port 0: any, and
     // `port` is set to the one taken.
-    virtual int listen(const sockaddr_storage& local, std::uint16_t& port, std::uint64_t listener) = 0;
+    // Listens for connection qualifier `qual` (0: any free one, returned).
+    // 0 or an errno (EADDRINUSE: taken).
+    virtual int listen(const sockaddr_storage& local, std::uint64_t& qual, std::uint64_t listener) = 0;
     virtual void unlisten(std::uint64_t listener) = 0;
 
     // Starts a connection of `ep` (queues built) to ep.remote; its id, 0

@@ -423,8 +423,11 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
     // Everything here may change only before a connection is sought or
     // accepted; the PZ only while quiescent (Table 5).
     const DAT_EP_STATE s = ep->state.load();
+    // A provider-made endpoint for a request (tentative) has nothing posted:
+    // the consumer gives it its PZ and EVDs before accepting.
     const bool quiescent = s == DAT_EP_STATE_UNCONNECTED || s == DAT_EP_STATE_UNCONFIGURED_UNCONNECTED ||
-                           s == DAT_EP_STATE_UNCONFIGURED_RESERVED || s == DAT_EP_STATE_UNCONFIGURED_PASSIVE;
+                           s == DAT_EP_STATE_UNCONFIGURED_RESERVED || s == DAT_EP_STATE_UNCONFIGURED_PASSIVE ||
+                           s == DAT_EP_STATE_UNCONFIGURED_TENTATIVE || s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING;
     const bool before_connection =
         quiescent || s == DAT_EP_STATE_RESERVED || s == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
     if (!before_connection || ((mask & DAT_EP_FIELD_PZ_HANDLE) && !quiescent))
@@ -459,7 +462,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
     if (ep->pz && ep->recv_evd && ep->request_evd && ep->connect_evd) {
         for (auto [from, to] : {std::pair{DAT_EP_STATE_UNCONFIGURED_UNCONNECTED, DAT_EP_STATE_UNCONNECTED},
                                 {DAT_EP_STATE_UNCONFIGURED_RESERVED, DAT_EP_STATE_RESERVED},
-                                {DAT_EP_STATE_UNCONFIGURED_PASSIVE, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING}}) {
+                                {DAT_EP_STATE_UNCONFIGURED_PASSIVE, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING},
+                                {DAT_EP_STATE_UNCONFIGURED_TENTATIVE, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING}}) {
             DAT_EP_STATE expected = from;
             if (ep->state.compare_exchange_strong(expected, to))
                 break;
@@ -524,7 +528,7 @@ DAT_RETURN ep_free(DAT_EP_HANDLE handle)
     const DAT_EP_STATE s = ep->state.load();
     if (s == DAT_EP_STATE_RESERVED || s == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING ||
         s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING || s == DAT_EP_STATE_UNCONFIGURED_RESERVED ||
-        s == DAT_EP_STATE_UNCONFIGURED_PASSIVE)
+        s == DAT_EP_STATE_UNCONFIGURED_PASSIVE || s == DAT_EP_STATE_UNCONFIGURED_TENTATIVE)
         return error(DAT_INVALID_STATE, ep_state_subtype(s));
     if (ep->pz)
         --ep->pz->users;

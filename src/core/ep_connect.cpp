@@ -105,13 +105,13 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     // and the software NIC's sockets speak IPv4.
     if (!remote || remote->sa_family != ep->ia->address.ss_family)
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
-    if (qual > 0xffff)
-        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // qualifiers are TCP ports here
+    if (cm::port_of_qualifier(qual) == 0)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // 0 names no port
     if (DAT_RETURN rc = ensure_queues(ep); rc != DAT_SUCCESS)
         return rc;
     Ia* ia = ep->ia;
     cm::copy_address(ep->remote, remote);
-    cm::set_port(ep->remote, static_cast<std::uint16_t>(qual));
+    cm::set_port(ep->remote, cm::port_of_qualifier(qual));
     ep->remote_port = qual;
     ep->state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);

@@ -246,7 +246,7 @@ void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p)
     attr.is_thread_safe = DAT_FALSE;
     attr.max_private_data_size = max_private_data(ia);
     attr.supports_multipath = DAT_FALSE;
-    attr.ep_creator = DAT_PSP_CREATES_EP_NEVER;
+    attr.ep_creator = DAT_PSP_CREATES_EP_IFASKED; // DAT_PSP_PROVIDER_FLAG, or an RSP without an EP
     attr.pz_support = DAT_PZ_UNIQUE;
     attr.optimal_buffer_alignment = DAT_OPTIMAL_ALIGNMENT;
     // Software, CR, DTO, connection and async streams merge freely; RMR bind

@@ -36,7 +36,8 @@ void cm_request(Ia* ia, const IncomingRequest& r)
     cr->psp = psp;
     cr->request_id = r.id;
     cr->remote = r.remote;
-    cr->conn_qual = r.conn_qual;
+    cr->conn_qual = psp->conn_qual; // the whole qualifier (rdma_cm reports only its port)
+    cr->provider_ep = psp->flags == DAT_PSP_PROVIDER_FLAG;
     cr->private_data_size = static_cast<std::uint32_t>(r.private_data.size());
     cr->private_data_size = std::min<std::uint32_t>(cr->private_data_size, sizeof cr->private_data);
     if (cr->private_data_size)
@@ -75,12 +76,10 @@ DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HAND
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
     if (!out || !qual)
         return error(DAT_INVALID_PARAMETER, !qual ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
-    if (flags == DAT_PSP_PROVIDER_FLAG)
-        return not_supported(); // ep_creator is DAT_PSP_CREATES_EP_NEVER
-    if (flags != DAT_PSP_CONSUMER_FLAG)
+    if (flags != DAT_PSP_CONSUMER_FLAG && (flags != DAT_PSP_PROVIDER_FLAG || reserved_ep))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-    if (!any && (*qual == 0 || *qual > 0xffff))
-        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // qualifiers are TCP ports 1..65535 here
+    if (!any && *qual == 0)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // 0 names no port (cm::port_of_qualifier)
     Psp* psp = reserved_ep ? make_object<Rsp>() : make_object<Psp>();
     if (!psp)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -90,12 +89,13 @@ DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HAND
     psp->flags = flags;
     psp->reserved_ep = reserved_ep;
     psp->listener_id = reinterpret_cast<std::uintptr_t>(psp);
-    std::uint16_t port = any ? 0 : static_cast<std::uint16_t>(*qual);
+    std::uint64_t listened = any ? 0 : *qual;
+    psp->conn_qual = listened; // before listen: the CM thread may read it from then on
     {
         std::lock_guard lock(ia->cm_mutex);
         ia->listeners[psp->listener_id] = psp;
     }
-    const int err = ia->cm->listen(ia->address, port, psp->listener_id);
+    const int err = ia->cm->listen(ia->address, listened, psp->listener_id);
     if (err != 0) {
         {
             std::lock_guard lock(ia->cm_mutex);
@@ -106,8 +106,11 @@ DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HAND
             return error(any ? DAT_CONN_QUAL_UNAVAILABLE : DAT_CONN_QUAL_IN_USE);
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     }
-    psp->conn_qual = port;
-    *qual = port;
+    if (any) {
+        std::lock_guard lock(ia->cm_mutex); // cm_request reads it under this lock
+        psp->conn_qual = listened;
+    }
+    *qual = listened;
     if (reserved_ep) // unconfigured stays unconfigured (spec 6.6.2)
         reserved_ep->state = reserved_ep->state.load() == DAT_EP_STATE_UNCONFIGURED_UNCONNECTED
                                  ? DAT_EP_STATE_UNCONFIGURED_RESERVED
@@ -182,8 +185,20 @@ DAT_RETURN rsp_create(DAT_IA_HANDLE handle, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep
     Ia* ia = from_handle<Ia>(handle);
     if (!ia)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-    if (!ep_handle)
-        return not_supported(); // provider-created endpoints: ep_creator is DAT_PSP_CREATES_EP_NEVER
+    if (!ep_handle) {
+        // A provider-made endpoint: unconfigured, with no PZ and no EVDs;
+        // dat_rsp_query hands it out and dat_ep_modify configures it. It
+        // is the consumer's like any other (freed by it or by the IA).
+        if (qual == 0)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+        DAT_EP_HANDLE made = nullptr;
+        if (DAT_RETURN rc = ep_create(handle, nullptr, nullptr, nullptr, nullptr, nullptr, &made); rc != DAT_SUCCESS)
+            return rc;
+        const DAT_RETURN rc = psp_create_common(ia, &qual, false, evd, DAT_PSP_CONSUMER_FLAG, out, from_handle<Ep>(made));
+        if (rc != DAT_SUCCESS)
+            ep_free(made);
+        return rc;
+    }
     Ep* ep = from_handle<Ep>(ep_handle);
     if (!ep || ep->ia != ia)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
@@ -231,6 +246,26 @@ DAT_RETURN rsp_free(DAT_RSP_HANDLE handle)
     return DAT_SUCCESS;
 }
 
+namespace {
+
+// The endpoint a request names: its RSP's, or for a request on a PSP with
+// DAT_PSP_PROVIDER_FLAG one made now (unconfigured and tentative: no PZ,
+// no EVDs; the consumer configures it with dat_ep_modify). Null otherwise,
+// or when none can be made.
+Ep* endpoint_of(Cr* cr)
+{
+    if (cr->ep || !cr->provider_ep)
+        return cr->ep;
+    DAT_EP_HANDLE made = nullptr;
+    if (ep_create(cr->ia, nullptr, nullptr, nullptr, nullptr, nullptr, &made) != DAT_SUCCESS)
+        return nullptr;
+    cr->ep = from_handle<Ep>(made);
+    cr->ep->state = DAT_EP_STATE_UNCONFIGURED_TENTATIVE;
+    return cr->ep;
+}
+
+} // namespace
+
 DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* p)
 {
     Cr* cr = from_handle<Cr>(handle);
@@ -245,7 +280,7 @@ DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* 
         p->remote_port_qual = cm::port_of(cr->remote);
         p->private_data_size = static_cast<DAT_COUNT>(cr->private_data_size);
         p->private_data = cr->private_data_size ? cr->private_data : nullptr;
-        p->local_ep_handle = cr->ep; // the RSP's endpoint; none for a PSP
+        p->local_ep_handle = endpoint_of(cr); // the RSP's, or the one made for a provider PSP; none otherwise
     }
     return DAT_SUCCESS;
 }
@@ -258,15 +293,19 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
     if (pdata_size < 0 || pdata_size > max_private_data(cr->ia) || (pdata_size && !pdata))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // the CR stays usable
     Ep* ep = nullptr;
-    if (cr->ep) { // an RSP's request: only its own endpoint may take it
+    if (cr->ep || cr->provider_ep) { // the request names its endpoint: only that one may take it
         if (ep_handle && ep_handle != cr->ep)
             return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-        ep = cr->ep;
-        if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)
+        ep = endpoint_of(cr);
+        if (!ep)
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        const DAT_EP_STATE ready =
+            cr->provider_ep ? DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING : DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+        if (const DAT_EP_STATE now = ep->state.load(); now != ready)
             return error(DAT_INVALID_STATE, ep_state_subtype(now));
     } else {
         if (!ep_handle)
-            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // we never create EPs for PSPs
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // a consumer-EP PSP's request names none
         ep = from_handle<Ep>(ep_handle);
         if (!ep || ep->ia != cr->ia)
             return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
@@ -308,7 +347,10 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
     cr->ia->cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
-    if (cr->ep) { // an RSP's endpoint goes back to the consumer
+    if (cr->ep && cr->provider_ep) { // the provider's endpoint goes back to the provider
+        cr->ep->state = DAT_EP_STATE_UNCONNECTED;
+        ep_free(cr->ep);
+    } else if (cr->ep) { // an RSP's endpoint goes back to the consumer
         DAT_EP_STATE s = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
         if (!cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONNECTED)) {
             s = DAT_EP_STATE_UNCONFIGURED_PASSIVE;

@@ -42,7 +42,8 @@ class Cr : public Object {
 public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_CR;
     Psp* psp = nullptr;
-    Ep* ep = nullptr; // the RSP's endpoint, for a request on an RSP
+    Ep* ep = nullptr; // the RSP's endpoint, or the one made for a request on a provider PSP
+    bool provider_ep = false; // a PSP_PROVIDER_FLAG request: `ep` is made on first need, ours until accepted
     std::uint64_t request_id = 0;
     sockaddr_storage remote{};
     DAT_CONN_QUAL conn_qual = 0;

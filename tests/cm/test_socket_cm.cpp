@@ -104,20 +104,73 @@ std::vector<std::uint8_t> pdata(std::size_t n, std::uint8_t seed)
 TEST(SocketCm, ListenPicksAFreePortAndRefusesATakenOne)
 {
     Harness h;
-    std::uint16_t port = 0;
+    std::uint64_t port = 0;
     ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
     EXPECT_NE(port, 0);
-    std::uint16_t same = port;
+    std::uint64_t same = port;
     EXPECT_EQ(h.cm.listen(loopback(), same, 2), EADDRINUSE);
-    std::uint16_t other = 0;
+    std::uint64_t other = 0;
     ASSERT_EQ(h.cm.listen(loopback(), other, 3), 0);
     EXPECT_NE(other, port);
+}
+
+// 64-bit qualifiers: those that map to one port share its socket, and a
+// request reaches the listener of its whole qualifier.
+TEST(SocketCm, QualifiersSharingAPortReachTheirOwnListeners)
+{
+    Harness h;
+    std::uint64_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
+    std::uint64_t wide = port | 0xaffa0000ull << 16, wider = port | 0x1234ull << 48;
+    ASSERT_EQ(port_of_qualifier(wide), port);
+    ASSERT_EQ(h.cm.listen(loopback(), wide, 2), 0);
+    ASSERT_EQ(h.cm.listen(loopback(), wider, 3), 0);
+    std::uint64_t again = wide;
+    EXPECT_EQ(h.cm.listen(loopback(), again, 4), EADDRINUSE);
+    for (auto [qual, listener] : {std::pair{wide, 2u}, {wider, 3u}, {port, 1u}}) {
+        const std::uint64_t attempt = h.cm.connect(loopback(), qual, 1, {}, 5s);
+        auto req = h.pop(h.requests);
+        ASSERT_TRUE(req);
+        EXPECT_EQ(req->listener, listener);
+        EXPECT_EQ(req->conn_qual, qual);
+        ASSERT_TRUE(h.cm.reject(req->id, {}));
+        auto r = h.result_for(attempt);
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->outcome, Outcome::rejected);
+    }
+    // A qualifier nobody listens for, on a port that is listened on.
+    auto r = h.result_for(h.cm.connect(loopback(), port | 0x77ull << 32, 1, {}, 5s));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::no_listener);
+    // The port stays open while any of its qualifiers does.
+    h.cm.unlisten(1);
+    h.cm.unlisten(2);
+    const std::uint64_t attempt = h.cm.connect(loopback(), wider, 1, {}, 5s);
+    auto req = h.pop(h.requests);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(req->listener, 3u);
+    ASSERT_TRUE(h.cm.reject(req->id, {}));
+    ASSERT_TRUE(h.result_for(attempt));
+    h.cm.unlisten(3);
+    r = h.result_for(h.cm.connect(loopback(), wider, 1, {}, 300ms));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::no_listener);
+}
+
+TEST(SocketCm, PortOfQualifier)
+{
+    EXPECT_EQ(port_of_qualifier(0), 0);
+    EXPECT_EQ(port_of_qualifier(1), 1);
+    EXPECT_EQ(port_of_qualifier(0xffff), 0xffff);
+    EXPECT_EQ(port_of_qualifier(0xaffab1e), 0xab1e);
+    EXPECT_EQ(port_of_qualifier(0x10000), 1);
+    EXPECT_EQ(port_of_qualifier(0x5000000000000ull), 5);
 }
 
 TEST(SocketCm, AcceptCarriesPrivateDataBothWaysAndHandsOverConnectedSockets)
 {
     Harness h;
-    std::uint16_t port = 0;
+    std::uint64_t port = 0;
     ASSERT_EQ(h.cm.listen(loopback(), port, 7), 0);
     const auto ask = pdata(64, 1), answer = pdata(200, 100);
     const std::uint64_t attempt = h.cm.connect(loopback(), port, 0x101, ask, 5s);
@@ -155,7 +208,7 @@ TEST(SocketCm, AcceptCarriesPrivateDataBothWaysAndHandsOverConnectedSockets)
 TEST(SocketCm, RejectDeliversThePeersPrivateData)
 {
     Harness h;
-    std::uint16_t port = 0;
+    std::uint64_t port = 0;
     ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
     const std::uint64_t attempt = h.cm.connect(loopback(), port, 1, {}, 5s);
     auto req = h.pop(h.requests);
@@ -172,7 +225,7 @@ TEST(SocketCm, RejectDeliversThePeersPrivateData)
 TEST(SocketCm, NoListenerAndListenerGoneWhileWaiting)
 {
     Harness h;
-    std::uint16_t port = 0;
+    std::uint64_t port = 0;
     ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
     h.cm.unlisten(1); // the port is free again: nobody listens there
     auto r = h.result_for(h.cm.connect(loopback(), port, 1, {}, 5s));
@@ -194,7 +247,7 @@ TEST(SocketCm, NoListenerAndListenerGoneWhileWaiting)
 TEST(SocketCm, RequestBeforeItsListenerIsTriedAgainBriefly)
 {
     Harness h;
-    std::uint16_t port = 0;
+    std::uint64_t port = 0;
     ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
     h.cm.unlisten(1); // a free port
     const std::uint64_t attempt = h.cm.connect(loopback(), port, 1, {}, 5s);
@@ -236,7 +289,7 @@ TEST(SocketCm, SilentPeerTimesOut)
 TEST(SocketCm, MalformedRequestDropsOnlyThatConnection)
 {
     Harness h;
-    std::uint16_t port = 0;
+    std::uint64_t port = 0;
     ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
     const int raw = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a = loopback();

@@ -120,7 +120,6 @@ TEST_F(Models, ReservedServicePointTakesOneRequestForItsEndpoint)
     DAT_RSP_HANDLE rsp;
     EXPECT_EQ(type_of(dat_rsp_create(ia, 0, reserved, cr_evd, &rsp)), t(DAT_INVALID_PARAMETER));
     EXPECT_EQ(type_of(dat_rsp_create(ia, 12345, reserved, conn_b, &rsp)), t(DAT_INVALID_HANDLE)); // not a CR EVD
-    EXPECT_EQ(type_of(dat_rsp_create(ia, 12345, DAT_HANDLE_NULL, cr_evd, &rsp)), t(DAT_MODEL_NOT_SUPPORTED));
     const DAT_CONN_QUAL q1 = reserve(reserved, &rsp);
     ASSERT_NE(q1, 0u);
     EXPECT_EQ(state_of(reserved), DAT_EP_STATE_RESERVED);
@@ -173,6 +172,106 @@ TEST_F(Models, ReservedServicePointTakesOneRequestForItsEndpoint)
     ASSERT_EQ(dat_rsp_free(rsp), kOk);
     EXPECT_EQ(state_of(reserved), DAT_EP_STATE_CONNECTED); // it was taken before the free
     EXPECT_EQ(type_of(dat_rsp_free(rsp)), t(DAT_INVALID_HANDLE));
+}
+
+// Provider-made endpoints (ep_creator IFASKED): a PSP with
+// DAT_PSP_PROVIDER_FLAG names a new unconfigured, tentative endpoint in
+// each request; the consumer configures it with dat_ep_modify and accepts
+// with DAT_HANDLE_NULL, or rejects and the provider takes it back.
+TEST_F(Models, ProviderMadeEndpointsForPspRequestsAndRsps)
+{
+    DAT_PROVIDER_ATTR pattr{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, 0, nullptr, DAT_PROVIDER_FIELD_ALL, &pattr), kOk);
+    EXPECT_EQ(pattr.ep_creator, DAT_PSP_CREATES_EP_IFASKED);
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_PROVIDER_FLAG, &psp), kOk);
+    DAT_PSP_PARAM pp{};
+    ASSERT_EQ(dat_psp_query(psp, DAT_PSP_FIELD_ALL, &pp), kOk);
+    EXPECT_EQ(pp.psp_flags, DAT_PSP_PROVIDER_FLAG);
+
+    const auto request = [&](DAT_EP_HANDLE active) {
+        EXPECT_EQ(dat_ep_connect(active, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                  kOk);
+        DAT_EVENT e = next(cr_evd);
+        EXPECT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+        return e.event_data.cr_arrival_event_data.cr_handle;
+    };
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a);
+    DAT_CR_HANDLE cr = request(a);
+    DAT_CR_PARAM crp{};
+    ASSERT_EQ(dat_cr_query(cr, DAT_CR_FIELD_ALL, &crp), kOk);
+    DAT_EP_HANDLE made = crp.local_ep_handle;
+    ASSERT_NE(made, DAT_HANDLE_NULL);
+    EXPECT_EQ(state_of(made), DAT_EP_STATE_UNCONFIGURED_TENTATIVE);
+    DAT_EP_PARAM ep{};
+    ASSERT_EQ(dat_ep_query(made, DAT_EP_FIELD_ALL, &ep), kOk);
+    EXPECT_EQ(ep.pz_handle, DAT_HANDLE_NULL);
+    EXPECT_EQ(ep.connect_evd_handle, DAT_HANDLE_NULL);
+    // Not accepted unconfigured, not freed while the request holds it, not
+    // accepted on another endpoint.
+    EXPECT_EQ(type_of(dat_cr_accept(cr, DAT_HANDLE_NULL, 0, nullptr)), t(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_ep_free(made)), t(DAT_INVALID_STATE));
+    DAT_EP_HANDLE other = make_ep(dto_b, conn_b);
+    EXPECT_EQ(type_of(dat_cr_accept(cr, other, 0, nullptr)), t(DAT_INVALID_PARAMETER));
+    DAT_EP_PARAM config{};
+    config.pz_handle = pz;
+    config.recv_evd_handle = config.request_evd_handle = dto_b;
+    config.connect_evd_handle = conn_b;
+    ASSERT_EQ(dat_ep_modify(made,
+                            static_cast<DAT_EP_PARAM_MASK>(DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE |
+                                                           DAT_EP_FIELD_REQUEST_EVD_HANDLE |
+                                                           DAT_EP_FIELD_CONNECT_EVD_HANDLE),
+                            &config),
+              kOk);
+    EXPECT_EQ(state_of(made), DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
+    DAT_LMR_TRIPLET landing = piece(1024, 16), sent = piece(0, 16);
+    std::memcpy(buffer.data(), "provider-made ep", 16);
+    ASSERT_EQ(dat_ep_post_recv(made, 1, &landing, DAT_DTO_COOKIE{.as_64 = 5}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_cr_accept(cr, made, 0, nullptr), kOk); // its own handle is as good as NULL
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(dat_ep_post_send(a, 1, &sent, DAT_DTO_COOKIE{.as_64 = 6}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    DAT_EVENT e = next(dto_b);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 5u);
+    EXPECT_EQ(std::string(buffer.data() + 1024, 16), "provider-made ep");
+
+    // A rejected request's endpoint goes back to the provider.
+    DAT_EP_HANDLE b = make_ep(dto_a, conn_a);
+    cr = request(b);
+    ASSERT_EQ(dat_cr_query(cr, DAT_CR_FIELD_ALL, &crp), kOk);
+    DAT_EP_HANDLE taken_back = crp.local_ep_handle;
+    ASSERT_NE(taken_back, DAT_HANDLE_NULL);
+    ASSERT_EQ(dat_cr_reject(cr, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_PEER_REJECTED);
+    EXPECT_EQ(type_of(dat_ep_free(taken_back)), t(DAT_INVALID_HANDLE));
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+
+    // An RSP without an endpoint: the provider makes one, unconfigured and reserved.
+    DAT_RSP_HANDLE rsp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_psp_free(psp), kOk); // a qualifier nobody holds now
+    ASSERT_EQ(dat_rsp_create(ia, qual, DAT_HANDLE_NULL, cr_evd, &rsp), kOk);
+    DAT_RSP_PARAM rp{};
+    ASSERT_EQ(dat_rsp_query(rsp, DAT_RSP_FIELD_ALL, &rp), kOk);
+    ASSERT_NE(rp.ep_handle, DAT_HANDLE_NULL);
+    EXPECT_EQ(state_of(rp.ep_handle), DAT_EP_STATE_UNCONFIGURED_RESERVED);
+    config.recv_evd_handle = config.request_evd_handle = dto_b;
+    ASSERT_EQ(dat_ep_modify(rp.ep_handle,
+                            static_cast<DAT_EP_PARAM_MASK>(DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE |
+                                                           DAT_EP_FIELD_REQUEST_EVD_HANDLE |
+                                                           DAT_EP_FIELD_CONNECT_EVD_HANDLE),
+                            &config),
+              kOk);
+    EXPECT_EQ(state_of(rp.ep_handle), DAT_EP_STATE_RESERVED);
+    DAT_EP_HANDLE c = make_ep(dto_a, conn_a);
+    cr = request(c);
+    ASSERT_EQ(dat_cr_accept(cr, DAT_HANDLE_NULL, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(dat_rsp_free(rsp), kOk);
+    EXPECT_EQ(state_of(rp.ep_handle), DAT_EP_STATE_CONNECTED);
 }
 
 TEST_F(Models, RejectOnAnRspAndFreeingAnUnusedRspGiveTheEndpointBack)
@@ -655,15 +754,84 @@ TEST_F(Models, DefaultAttributesTakeAsManySegmentsAsTheIaOffers)
     EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &attr, &refused)), t(DAT_INVALID_PARAMETER));
 }
 
+// 64-bit connection qualifiers (dapltest -T L uses 0xaffab1e and up): a
+// qualifier listens on its lowest non-zero 16 bits as a port. On the socket
+// CM qualifiers that share a port share its socket; rdma_cm carries no
+// qualifier, so there they exclude each other (CONN_QUAL_IN_USE).
+TEST_F(Models, SixtyFourBitQualifiers)
+{
+    DAT_CONN_QUAL low = 0;
+    DAT_PSP_HANDLE any, wide, wider, taken;
+    ASSERT_EQ(dat_psp_create_any(ia, &low, cr_evd, DAT_PSP_CONSUMER_FLAG, &any), kOk);
+    const DAT_CONN_QUAL wide_qual = low | 0xaffa0000ull, wider_qual = low | 0x1234ull << 48;
+    const bool shares = !ia_is_verbs(ia);
+    if (!shares) {
+        EXPECT_EQ(type_of(dat_psp_create(ia, wide_qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &wide)),
+                  t(DAT_CONN_QUAL_IN_USE));
+        ASSERT_EQ(dat_psp_free(any), kOk);
+    }
+    ASSERT_EQ(dat_psp_create(ia, wide_qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &wide), kOk);
+    if (shares) {
+        ASSERT_EQ(dat_psp_create(ia, wider_qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &wider), kOk);
+    }
+    EXPECT_EQ(type_of(dat_psp_create(ia, wide_qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &taken)), t(DAT_CONN_QUAL_IN_USE));
+    DAT_PSP_PARAM pp{};
+    ASSERT_EQ(dat_psp_query(wide, DAT_PSP_FIELD_ALL, &pp), kOk);
+    EXPECT_EQ(pp.conn_qual, wide_qual);
+
+    const auto connect_to = [&](DAT_CONN_QUAL qual) {
+        DAT_EP_HANDLE a = make_ep(dto_a, conn_a), b = make_ep(dto_b, conn_b);
+        ASSERT_EQ(dat_ep_connect(a, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                  kOk);
+        DAT_EVENT e = next(cr_evd);
+        ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+        EXPECT_EQ(e.event_data.cr_arrival_event_data.conn_qual, qual);
+        DAT_CR_HANDLE cr = e.event_data.cr_arrival_event_data.cr_handle;
+        DAT_CR_PARAM crp{};
+        ASSERT_EQ(dat_cr_query(cr, DAT_CR_FIELD_ALL, &crp), kOk);
+        EXPECT_EQ(e.event_data.cr_arrival_event_data.sp_handle.psp_handle, qual == wide_qual ? wide : wider);
+        ASSERT_EQ(dat_cr_accept(cr, b, 0, nullptr), kOk);
+        EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+        EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+        DAT_EP_PARAM ep{};
+        ASSERT_EQ(dat_ep_query(a, DAT_EP_FIELD_ALL, &ep), kOk);
+        EXPECT_EQ(ep.remote_port_qual, qual);
+        ASSERT_EQ(dat_ep_disconnect(a, DAT_CLOSE_ABRUPT_FLAG), kOk);
+        EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+        EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+        EXPECT_EQ(dat_ep_free(a), kOk);
+        EXPECT_EQ(dat_ep_free(b), kOk);
+    };
+    connect_to(wide_qual);
+    if (shares) {
+        connect_to(wider_qual);
+        // A qualifier nobody listens for, on that port: refused.
+        DAT_EP_HANDLE a = make_ep(dto_a, conn_a);
+        ASSERT_EQ(dat_ep_connect(a, address, low | 0x77ull << 32, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                 DAT_CONNECT_DEFAULT_FLAG),
+                  kOk);
+        EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
+        EXPECT_EQ(dat_ep_free(a), kOk);
+        ASSERT_EQ(dat_psp_free(wider), kOk);
+        ASSERT_EQ(dat_psp_free(any), kOk);
+    }
+    ASSERT_EQ(dat_psp_free(wide), kOk);
+    // 0 names no port.
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a);
+    EXPECT_EQ(type_of(dat_ep_connect(a, address, 0, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(dat_ep_free(a), kOk);
+}
+
 TEST_F(Models, ServicePointAndRequestErrors)
 {
     DAT_CONN_QUAL qual = 0;
     DAT_PSP_HANDLE psp, second;
     EXPECT_EQ(type_of(dat_psp_create_any(ia, &qual, conn_a, DAT_PSP_CONSUMER_FLAG, &psp)), t(DAT_INVALID_HANDLE));
     EXPECT_EQ(type_of(dat_psp_create_any(ia, nullptr, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)), t(DAT_INVALID_PARAMETER));
-    EXPECT_EQ(type_of(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_PROVIDER_FLAG, &psp)), t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_psp_create_any(ia, &qual, cr_evd, static_cast<DAT_PSP_FLAGS>(7), &psp)),
+              t(DAT_INVALID_PARAMETER));
     EXPECT_EQ(type_of(dat_psp_create(ia, 0, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)), t(DAT_INVALID_PARAMETER));
-    EXPECT_EQ(type_of(dat_psp_create(ia, 70000, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)), t(DAT_INVALID_PARAMETER));
     ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
     EXPECT_EQ(type_of(dat_psp_create(ia, qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &second)), t(DAT_CONN_QUAL_IN_USE));
     DAT_PSP_PARAM pp{};

@@ -42,9 +42,15 @@ public:
     // What an IB CM REQ leaves after rdma_cm's header (the smallest of REQ/REP/REJ).
     DAT_COUNT max_private_data() const override { return static_cast<DAT_COUNT>(cm::kRdmaCmMaxPrivateData); }
 
-    int listen(const sockaddr_storage& local, std::uint16_t& port, std::uint64_t listener) override
+    // rdma_cm carries no qualifier: one listener per port, so qualifiers
+    // that share a port (port_of_qualifier) exclude each other.
+    int listen(const sockaddr_storage& local, std::uint64_t& qual, std::uint64_t listener) override
     {
-        return cm_.listen(reinterpret_cast<const sockaddr*>(&local), port, listener);
+        std::uint16_t port = cm::port_of_qualifier(qual);
+        const int err = cm_.listen(reinterpret_cast<const sockaddr*>(&local), port, listener);
+        if (err == 0 && qual == 0)
+            qual = port;
+        return err;
     }
     void unlisten(std::uint64_t listener) override { cm_.unlisten(listener); }
 

@@ -36,15 +36,15 @@ public:
 
     DAT_COUNT max_private_data() const override { return static_cast<DAT_COUNT>(cm::kMaxPrivateData); }
 
-    int listen(const sockaddr_storage& local, std::uint16_t& port, std::uint64_t listener) override
+    int listen(const sockaddr_storage& local, std::uint64_t& qual, std::uint64_t listener) override
     {
-        return cm_.listen(*reinterpret_cast<const sockaddr_in*>(&local), port, listener);
+        return cm_.listen(*reinterpret_cast<const sockaddr_in*>(&local), qual, listener);
     }
     void unlisten(std::uint64_t listener) override { cm_.unlisten(listener); }
 
     std::uint64_t connect(Ep& ep, std::vector<std::uint8_t> pdata, std::chrono::milliseconds timeout) override
     {
-        return cm_.connect(*reinterpret_cast<const sockaddr_in*>(&ep.remote), cm::port_of(ep.remote), qp_of(ep)->qpn(),
+        return cm_.connect(*reinterpret_cast<const sockaddr_in*>(&ep.remote), ep.remote_port, qp_of(ep)->qpn(),
                            std::move(pdata), timeout);
     }
     bool accept(std::uint64_t id, Ep& ep, std::vector<std::uint8_t> pdata, std::chrono::milliseconds timeout) override
