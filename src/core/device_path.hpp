@@ -25,6 +25,7 @@ class Ep;
 class Evd;
 class Lmr;
 class Pz;
+class Rmr;
 class Srq;
 
 // The device kinds. An object copies its IA's kind when it is created, so
@@ -69,6 +70,19 @@ public:
     // Sets lmr.lmr_context and lmr.rmr_context.
     virtual DAT_RETURN register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_t length) = 0;
     virtual void deregister_memory(Lmr& lmr) = 0;
+
+    // Memory windows (RMRs): how many this kind offers (0: none; the calls
+    // then answer DAT_MODEL_NOT_SUPPORTED). bind_window binds at once over
+    // `range` of `lmr` (length 0: unbinds), usable only over `scope_ep`'s
+    // connection if not null, and sets rmr.context; the caller posts the
+    // request whose completion reports it, in order with the EP's others.
+    virtual DAT_COUNT max_rmrs() const { return 0; }
+    virtual DAT_RETURN create_window(Rmr&) { return error(DAT_MODEL_NOT_SUPPORTED); }
+    virtual DAT_RETURN bind_window(Rmr&, const Lmr*, const DAT_LMR_TRIPLET&, DAT_MEM_PRIV_FLAGS, const Ep*)
+    {
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    }
+    virtual void destroy_window(Rmr&) {}
 
     // A DTO EVD's completion engine (evd.completions), sized for evd.qlen.
     virtual DAT_RETURN create_completions(Evd& evd) = 0;

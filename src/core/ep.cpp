@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include "ep.hpp"
+#include "rmr.hpp"
 
 #include "address.hpp" // src/cm: sockaddr helpers, no CM state
 #include "api.hpp"
@@ -251,8 +252,10 @@ DAT_RETURN ensure_queues(Ep* ep)
 // The queue pair goes (it is rebuilt on next use).
 void drop_queues(Ep* ep)
 {
-    if (ep->queues)
+    if (ep->queues) {
         ep->ia->device->destroy_queues(*ep);
+        forget_rmr_binds(ep); // their completions went with the queues
+    }
 }
 
 DAT_RETURN ep_create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv, DAT_EVD_HANDLE request,

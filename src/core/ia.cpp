@@ -9,6 +9,7 @@
 #include "ep.hpp"
 #include "evd.hpp"
 #include "lmr.hpp"
+#include "rmr.hpp"
 #include "pz.hpp"
 #include "service_point.hpp"
 #include "srq.hpp"
@@ -122,6 +123,9 @@ void destroy_any(Object* o)
     case DAT_HANDLE_TYPE_LMR:
         destroy_lmr(static_cast<Lmr*>(o));
         break;
+    case DAT_HANDLE_TYPE_RMR:
+        destroy_rmr(static_cast<Rmr*>(o));
+        break;
     case DAT_HANDLE_TYPE_PZ:
         destroy_pz(static_cast<Pz*>(o));
         break;
@@ -210,8 +214,8 @@ void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
     a->max_pzs = 1 << 16;
     a->max_message_size = kMaxMessageSize;
     a->max_rdma_size = kMaxMessageSize;
-    a->max_rmrs = 0; // memory windows: not yet
-    a->max_rmr_target_address = 0;
+    a->max_rmrs = ia->device->max_rmrs(); // 0 where the device kind binds no windows (yet)
+    a->max_rmr_target_address = a->max_rmrs ? ~DAT_VADDR{0} : 0;
     a->max_srqs = 1 << 16;
     a->max_ep_per_srq = kMaxEpPerSrq;
     a->max_recv_per_srq = kMaxRecvPerSrq;
@@ -269,7 +273,7 @@ void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p)
     attr.dto_async_return_guaranteed = DAT_FALSE;
     attr.rdma_write_for_rdma_read_req = DAT_FALSE;
     attr.rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
-    attr.rmr_scope_supported = DAT_RMR_SCOPE_PZ;
+    attr.rmr_scope_supported = DAT_RMR_SCOPE_ANY; // dat_rmr_create (PZ) and dat_rmr_create_for_ep (EP)
     attr.is_signal_safe = DAT_FALSE;
     attr.ha_supported = DAT_FALSE;
     attr.ha_loadbalancing = DAT_HA_LB_NONE;

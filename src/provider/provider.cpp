@@ -112,10 +112,10 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.evd_modify_cno_func = &evd_modify_cno;
     t.ep_modify_func = &ep_modify;
     FASTDAPL_LATER(ep_dup_connect_func);
-    FASTDAPL_LATER(rmr_create_func);
-    FASTDAPL_LATER(rmr_query_func);
-    FASTDAPL_LATER(rmr_bind_func);
-    FASTDAPL_LATER(rmr_free_func);
+    t.rmr_create_func = &rmr_create;
+    t.rmr_query_func = &rmr_query;
+    t.rmr_bind_func = &rmr_bind;
+    t.rmr_free_func = &rmr_free;
     t.rsp_create_func = &rsp_create;
     t.rsp_query_func = &rsp_query;
     t.rsp_free_func = &rsp_free;
@@ -132,7 +132,7 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     FASTDAPL_LATER(csp_query_func);
     FASTDAPL_LATER(csp_free_func);
     FASTDAPL_LATER(ep_common_connect_func);
-    FASTDAPL_LATER(rmr_create_for_ep_func);
+    t.rmr_create_for_ep_func = &rmr_create_for_ep;
     FASTDAPL_LATER(ep_post_send_with_invalidate_func);
     FASTDAPL_LATER(ep_post_rdma_read_to_rmr_func);
     t.cno_fd_create_func = &cno_fd_create;

@@ -706,7 +706,10 @@ bool Device::execute_send_queue(Qp& qp)
         f.signaled = signaled;
         const bool rdma = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM ||
                           opcode == MLX5_OPCODE_RDMA_READ;
-        const bool known = rdma || opcode == MLX5_OPCODE_SEND || opcode == MLX5_OPCODE_SEND_IMM;
+        // A NOP moves nothing: it completes in order, once everything
+        // before it has (memory-window binds are ordered this way).
+        const bool nop = opcode == MLX5_OPCODE_NOP;
+        const bool known = rdma || nop || opcode == MLX5_OPCODE_SEND || opcode == MLX5_OPCODE_SEND_IMM;
         std::uint64_t raddr = 0;
         std::uint32_t rkey = 0;
         std::uint32_t first_data = 1;
@@ -717,7 +720,8 @@ bool Device::execute_send_queue(Qp& qp)
             first_data = 2;
         }
         // Gather (or, for READ, record the scatter list), checking every key.
-        bool local_ok = known && ds >= first_data && ds - first_data <= (qp.max_inline_ + 4 + 15) / 16 + kMaxSge;
+        bool local_ok = known && ds >= first_data && ds - first_data <= (qp.max_inline_ + 4 + 15) / 16 + kMaxSge &&
+                        (!nop || ds == 1);
         payload.clear();
         const std::uint32_t first_word = ds > first_data ? be32toh(*reinterpret_cast<const std::uint32_t*>(seg(bb, first_data))) : 0;
         if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && opcode != MLX5_OPCODE_RDMA_READ) {
@@ -777,6 +781,13 @@ bool Device::execute_send_queue(Qp& qp)
         case MLX5_OPCODE_RDMA_READ:
             send_frame(qp, kReadReq, 0, 0, raddr, rkey, 0, nullptr, f.length); // header only: length is what to read
             break;
+        case MLX5_OPCODE_NOP:
+            if (qp.inflight_.empty()) {
+                if (signaled)
+                    qp.send_cq_->push({MLX5_CQE_REQ, 0, false, wqe_index, 0, 0, qp.qpn_});
+                continue;
+            }
+            break; // completed after the requests before it (complete_leading_nops)
         }
         qp.inflight_.push_back(f);
     }
@@ -916,7 +927,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
     }
     case kWrite: {
         // The target range first: a refused write takes no receive buffer.
-        if (!memory_.check(h.rkey, h.addr, payload_len, kRemoteWrite, qp.pd_)) {
+        if (!memory_.check(h.rkey, h.addr, payload_len, kRemoteWrite, qp.pd_, qp.qpn_)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // memory untouched; broken on this side too
@@ -938,7 +949,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         return true;
     }
     case kReadReq: {
-        if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_)) {
+        if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_, qp.qpn_)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);
@@ -969,6 +980,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         if (f.signaled)
             qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, is_read ? f.length : 0, 0, qp.qpn_});
         qp.inflight_.pop_front();
+        complete_leading_nops(qp);
         if (qp.inflight_.empty() && qp.local_error_pending_) {
             finish_local_error(qp);
             return false;
@@ -983,6 +995,16 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         return false;
     }
     return false;
+}
+
+void Device::complete_leading_nops(Qp& qp)
+{
+    while (!qp.inflight_.empty() && qp.inflight_.front().opcode == MLX5_OPCODE_NOP) {
+        const Qp::InFlight& f = qp.inflight_.front();
+        if (f.signaled)
+            qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, 0, 0, qp.qpn_});
+        qp.inflight_.pop_front();
+    }
 }
 
 void Device::finish_local_error(Qp& qp)

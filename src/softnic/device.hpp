@@ -290,6 +290,8 @@ private:
     Take take_receive(Qp& qp, std::uint32_t& index);
     void fail(Qp& qp, std::uint8_t syndrome, bool requester_error);
     void finish_local_error(Qp& qp);
+    // NOPs at the head of the in-flight list complete (their requests before them have).
+    void complete_leading_nops(Qp& qp);
     void flush_all(Qp& qp);
     bool advance_drain(Qp& qp);
     void update_epoll(Qp& qp);

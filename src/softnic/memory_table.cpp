@@ -17,6 +17,19 @@ std::uint32_t MemoryTable::add(std::uint64_t addr, std::uint64_t length, std::ui
     if (f != RangeFault::none)
         return 0;
     std::unique_lock lock(mutex_);
+    const std::uint32_t key = take_slot();
+    if (key == 0)
+        return 0;
+    Region& r = regions_[key >> 8];
+    r.addr = addr;
+    r.length = length;
+    r.access = access;
+    r.pd = pd;
+    return key;
+}
+
+std::uint32_t MemoryTable::take_slot()
+{
     std::uint32_t slot;
     if (!free_slots_.empty()) {
         slot = free_slots_.back();
@@ -31,15 +44,76 @@ std::uint32_t MemoryTable::add(std::uint64_t addr, std::uint64_t length, std::ui
         regions_.emplace_back();
     }
     Region& r = regions_[slot];
-    r.addr = addr;
-    r.length = length;
-    r.access = access;
-    r.pd = pd;
-    r.generation = static_cast<std::uint8_t>(r.generation + 1);
+    const std::uint8_t generation = r.generation;
+    r = Region{};
+    r.generation = static_cast<std::uint8_t>(generation + 1);
     if (r.generation == 0)
         r.generation = 1;
     r.live = true;
     return slot << 8 | r.generation;
+}
+
+const MemoryTable::Region* MemoryTable::find(std::uint32_t key) const
+{
+    const std::uint32_t slot = key >> 8;
+    if (slot == 0 || slot >= regions_.size() || !regions_[slot].live || regions_[slot].generation != (key & 0xffu))
+        return nullptr;
+    return &regions_[slot];
+}
+
+std::uint32_t MemoryTable::add_window(std::uint32_t pd)
+{
+    std::unique_lock lock(mutex_);
+    const std::uint32_t key = take_slot();
+    if (key == 0)
+        return 0;
+    Region& w = regions_[key >> 8];
+    w.window = true;
+    w.pd = pd;
+    return key;
+}
+
+std::uint32_t MemoryTable::bind_window(std::uint32_t key, std::uint32_t region_key, std::uint64_t addr,
+                                       std::uint64_t length, std::uint32_t access, std::uint32_t qpn)
+{
+    std::unique_lock lock(mutex_);
+    const Region* w = find(key);
+    if (!w || !w->window)
+        return 0;
+    if (length != 0) {
+        const Region* r = find(region_key);
+        if (!r || r->window || r->pd != w->pd || addr < r->addr || length > r->length ||
+            addr - r->addr > r->length - length)
+            return 0;
+    }
+    // A new generation: the old key stops working at once.
+    Region& slot = regions_[key >> 8];
+    slot.generation = static_cast<std::uint8_t>(slot.generation + 1);
+    if (slot.generation == 0)
+        slot.generation = 1;
+    slot.addr = addr;
+    slot.length = length;
+    slot.access = length ? access & (kRemoteRead | kRemoteWrite) : 0;
+    slot.parent = length ? region_key : 0;
+    slot.qpn = qpn;
+    return (key & ~0xffu) | slot.generation;
+}
+
+bool MemoryTable::invalidate(std::uint32_t key, std::uint32_t pd)
+{
+    std::unique_lock lock(mutex_);
+    const Region* found = find(key);
+    if (!found || found->pd != pd)
+        return false;
+    Region& r = regions_[key >> 8];
+    if (r.window) {
+        r.length = 0;
+        r.access = 0;
+        r.parent = 0;
+    } else {
+        r.access &= ~(kRemoteRead | kRemoteWrite);
+    }
+    return true;
 }
 
 bool MemoryTable::remove(std::uint32_t key)
@@ -55,15 +129,20 @@ bool MemoryTable::remove(std::uint32_t key)
 }
 
 bool MemoryTable::check(std::uint32_t key, std::uint64_t addr, std::uint64_t length, std::uint32_t access,
-                        std::uint32_t pd) const
+                        std::uint32_t pd, std::uint32_t qpn) const
 {
     std::shared_lock lock(mutex_);
-    const std::uint32_t slot = key >> 8;
-    if (slot == 0 || slot >= regions_.size())
+    const Region* found = find(key);
+    if (!found || found->pd != pd || (found->access & access) != access)
         return false;
-    const Region& r = regions_[slot];
-    if (!r.live || r.generation != (key & 0xffu) || r.pd != pd || (r.access & access) != access)
-        return false;
+    const Region& r = *found;
+    if (r.window) { // remote use only, while bound over a live region, by its queue pair if it has one
+        if (r.length == 0 || (access & (kLocalRead | kLocalWrite)) || (r.qpn != 0 && r.qpn != qpn))
+            return false;
+        const Region* parent = find(r.parent);
+        if (!parent || parent->window)
+            return false;
+    }
     // Overflow-safe containment: addr >= start and addr + length <= end.
     if (addr < r.addr || length > r.length || addr - r.addr > r.length - length)
         return false;

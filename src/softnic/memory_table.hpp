@@ -32,13 +32,30 @@ public:
     std::uint32_t add(std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd,
                       RangeFault* fault = nullptr);
 
-    // Returns false for an unknown key.
+    // Returns false for an unknown key (a region's or a window's).
     bool remove(std::uint32_t key);
 
     // True when `key` names a live region of protection domain `pd` that
-    // covers [addr, addr+length) and grants every right in `access`.
-    bool check(std::uint32_t key, std::uint64_t addr, std::uint64_t length, std::uint32_t access,
-               std::uint32_t pd) const;
+    // covers [addr, addr+length) and grants every right in `access`; or a
+    // bound window (remote rights only) of `pd` over a live region, bound
+    // to no queue pair or to `qpn`.
+    bool check(std::uint32_t key, std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd,
+               std::uint32_t qpn = 0) const;
+
+    // Memory windows (RMRs): keys that give remote access to part of a
+    // region. A new window is unbound; 0 when the table is full.
+    std::uint32_t add_window(std::uint32_t pd);
+    // Binds window `key` to [addr, addr+length) of region `region_key` with
+    // `access` (remote rights), for queue pair `qpn` only if not 0; length
+    // 0 unbinds. Returns the window's new key (the old one stops working),
+    // or 0 when `key` is not a live window, or the region is not a live
+    // region of the window's PD covering the range.
+    std::uint32_t bind_window(std::uint32_t key, std::uint32_t region_key, std::uint64_t addr, std::uint64_t length,
+                              std::uint32_t access, std::uint32_t qpn);
+    // A peer's send with invalidate: window `key` of `pd` becomes unbound,
+    // or region `key` loses its remote rights (its local use stays). False
+    // when `key` names neither in `pd`.
+    bool invalidate(std::uint32_t key, std::uint32_t pd);
 
 private:
     struct Region {
@@ -48,7 +65,14 @@ private:
         std::uint32_t pd = 0;
         std::uint8_t generation = 0;
         bool live = false;
+        bool window = false;
+        std::uint32_t parent = 0; // a bound window: its region's key
+        std::uint32_t qpn = 0;    // a window bound for one queue pair only
     };
+    // A free slot, marked live with a new generation (the lock held); 0 when full.
+    std::uint32_t take_slot();
+    // The live entry `key` names (the lock held), or null.
+    const Region* find(std::uint32_t key) const;
     mutable std::shared_mutex mutex_;
     std::vector<Region> regions_;
     std::vector<std::uint32_t> free_slots_;

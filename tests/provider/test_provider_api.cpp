@@ -480,13 +480,13 @@ TEST_F(Provider, WaitThresholdTimeoutWakeAndWaiterRules)
 
 TEST_F(Provider, CallsOfLaterWorkAreModelNotSupported)
 {
-    DAT_PZ_HANDLE pz;
-    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
-    DAT_RMR_HANDLE rmr;
-    const DAT_RETURN rc = dat_rmr_create(pz, &rmr); // memory windows: no issue asks for them yet
+    DAT_EVD_HANDLE cr_evd;
+    ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), kOk);
+    DAT_COMM comm{};
+    DAT_CSP_HANDLE csp;
+    const DAT_RETURN rc = dat_csp_create(ia, &comm, nullptr, cr_evd, &csp); // common service points: not yet
     EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
     EXPECT_NE(rc & DAT_CLASS_ERROR, 0u);
-    EXPECT_EQ(dat_pz_free(pz), kOk);
 }
 
 } // namespace

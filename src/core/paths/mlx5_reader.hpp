@@ -8,6 +8,7 @@
 
 #include "../ep.hpp"
 #include "../evd.hpp"
+#include "../rmr.hpp"
 #include "queues.hpp" // fastpath
 
 #include <cstdio>
@@ -99,6 +100,17 @@ template <class Kind, class Completions>
         d.status = attention ? fastpath::CompletionQueue::status(cqe) : DAT_DTO_SUCCESS;
         if (request) {
             const fastpath::SendSlot& slot = q->sq.slot(counter);
+            if (slot.opcode == MLX5_OPCODE_NOP) [[unlikely]] { // a memory-window bind (rmr.cpp)
+                const DAT_DTO_COMPLETION_STATUS status = d.status;
+                q->sq.retire_through(counter);
+                view.consume();
+                view.publish_consumer_index();
+                const bool report = rmr_bind_completed(ep, evd, status, e);
+                Kind::reaped(ep, *q, evd, status, true);
+                if (report)
+                    return true;
+                continue;
+            }
             d.user_cookie.as_64 = slot.cookie;
             d.operation = operation_of(slot.opcode);
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? slot.length : 0;

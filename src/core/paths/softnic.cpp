@@ -6,6 +6,7 @@
 
 #include "../lmr.hpp"
 #include "../pz.hpp"
+#include "../rmr.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -109,6 +110,32 @@ DAT_RETURN SoftnicPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint6
 void SoftnicPath::deregister_memory(Lmr& lmr)
 {
     device_->memory().remove(lmr.lmr_context);
+}
+
+DAT_RETURN SoftnicPath::create_window(Rmr& rmr)
+{
+    rmr.window = device_->memory().add_window(pd_of(rmr.pz));
+    return rmr.window ? static_cast<DAT_RETURN>(DAT_SUCCESS) : error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+}
+
+DAT_RETURN SoftnicPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range,
+                                    DAT_MEM_PRIV_FLAGS privileges, const Ep* scope_ep)
+{
+    const std::uint32_t qpn =
+        scope_ep && scope_ep->queues ? static_cast<SoftnicEpQueues*>(scope_ep->queues)->qp->qpn() : 0;
+    const std::uint32_t key =
+        device_->memory().bind_window(rmr.window, lmr ? lmr->lmr_context : 0, range.virtual_address,
+                                      range.segment_length, softnic_access(privileges), qpn);
+    if (key == 0)
+        return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
+    rmr.window = key;
+    rmr.context = key;
+    return DAT_SUCCESS;
+}
+
+void SoftnicPath::destroy_window(Rmr& rmr)
+{
+    device_->memory().remove(rmr.window);
 }
 
 DAT_RETURN SoftnicPath::create_completions(Evd& evd)

@@ -74,6 +74,11 @@ public:
     DAT_RETURN grow_srq(Srq& srq, DAT_COUNT qlen) override;
     DAT_RETURN arm_srq_limit(Srq& srq, DAT_COUNT low_watermark, bool& below_now) override;
     void destroy_srq(Srq& srq) override;
+    DAT_COUNT max_rmrs() const override { return 1 << 20; }
+    DAT_RETURN create_window(Rmr& rmr) override;
+    DAT_RETURN bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
+                           const Ep* scope_ep) override;
+    void destroy_window(Rmr& rmr) override;
 
     softnic::Device& device() { return *device_; }
 

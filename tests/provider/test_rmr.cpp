@@ -1,0 +1,344 @@
+// Remote memory regions through the public DAT API: create (PZ and EP
+// scope), bind as a posted request with its DAT_RMR_BIND_COMPLETION_EVENT,
+// remote access through the window and nowhere else, rebind, unbind,
+// query, free, and every error the calls document. On an IA whose device
+// kind binds no windows (max_rmrs 0) the calls answer MODEL_NOT_SUPPORTED.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "connect_through_psp.hpp"
+
+#include <dat2/udat.h>
+
+#include "test_ia.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr DAT_RETURN kOk = DAT_SUCCESS;
+constexpr DAT_TIMEOUT kWait = 5000000; // 5 s, in µs
+DAT_RETURN type_of(DAT_RETURN rc) { return DAT_GET_TYPE(rc); }
+DAT_RETURN t(DAT_RETURN type) { return type; }
+
+class Rmrs : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        ASSERT_EQ(dat_ia_open(test_ia_name(), 16, &async, &ia), kOk);
+        ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+        ASSERT_EQ(dat_pz_create(ia, &other_pz), kOk);
+        for (DAT_EVD_HANDLE* evd : {&dto_a, &dto_b})
+            ASSERT_EQ(dat_evd_create(ia, 64, DAT_HANDLE_NULL,
+                                     static_cast<DAT_EVD_FLAGS>(DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG), evd),
+                      kOk);
+        for (DAT_EVD_HANDLE* evd : {&conn_a, &conn_b})
+            ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, evd), kOk);
+        ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), kOk);
+        DAT_IA_ATTR attr{};
+        ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), kOk);
+        address = attr.ia_address_ptr;
+        max_rmrs = attr.max_rmrs;
+        buffer.assign(1 << 16, 0);
+        DAT_REGION_DESCRIPTION region{};
+        region.for_va = buffer.data();
+        ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, buffer.size(), pz,
+                                 static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG |
+                                                                 DAT_MEM_PRIV_LOCAL_WRITE_FLAG),
+                                 DAT_VA_TYPE_VA, &lmr, &lmr_context, nullptr, nullptr, nullptr),
+                  kOk);
+    }
+    void TearDown() override
+    {
+        if (ia) {
+            EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+        }
+    }
+    DAT_EVENT next(DAT_EVD_HANDLE evd)
+    {
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
+        EXPECT_EQ(dat_evd_wait(evd, kWait, 1, &e, &nmore), kOk);
+        return e;
+    }
+    DAT_EP_HANDLE make_ep(DAT_EVD_HANDLE dto, DAT_EVD_HANDLE conn)
+    {
+        DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+        EXPECT_EQ(dat_ep_create(ia, pz, dto, dto, conn, nullptr, &ep), kOk);
+        return ep;
+    }
+    void connect_pair(DAT_EP_HANDLE& active, DAT_EP_HANDLE& passive)
+    {
+        active = make_ep(dto_a, conn_a);
+        passive = make_ep(dto_b, conn_b);
+        fastdapl_test::connect_through_psp(ia, address, cr_evd, active, conn_a, passive, conn_b);
+    }
+    DAT_LMR_TRIPLET piece(std::size_t offset, DAT_SEG_LENGTH length)
+    {
+        return {reinterpret_cast<DAT_VADDR>(buffer.data() + offset), length, lmr_context};
+    }
+    // Binds `rmr` on `ep` over `range` and takes its completion from `evd`.
+    DAT_RMR_CONTEXT bind(DAT_RMR_HANDLE rmr, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET range,
+                         DAT_MEM_PRIV_FLAGS rights, std::uint64_t cookie)
+    {
+        DAT_RMR_CONTEXT context = 0;
+        EXPECT_EQ(dat_rmr_bind(rmr, lmr, &range, rights, DAT_VA_TYPE_VA, ep, DAT_RMR_COOKIE{.as_64 = cookie},
+                               DAT_COMPLETION_DEFAULT_FLAG, &context),
+                  kOk);
+        DAT_EVENT e = next(evd);
+        EXPECT_EQ(e.event_number, DAT_RMR_BIND_COMPLETION_EVENT);
+        EXPECT_EQ(e.event_data.rmr_completion_event_data.rmr_handle, rmr);
+        EXPECT_EQ(e.event_data.rmr_completion_event_data.user_cookie.as_64, cookie);
+        EXPECT_EQ(e.event_data.rmr_completion_event_data.status, DAT_RMR_BIND_SUCCESS);
+        return context;
+    }
+    // An RDMA write of `length` bytes from offset 0 to `remote`; its status.
+    DAT_DTO_COMPLETION_STATUS write(DAT_EP_HANDLE from, DAT_RMR_TRIPLET remote, DAT_SEG_LENGTH length)
+    {
+        DAT_LMR_TRIPLET local = piece(0, length);
+        EXPECT_EQ(dat_ep_post_rdma_write(from, 1, &local, DAT_DTO_COOKIE{.as_64 = 9}, &remote,
+                                         DAT_COMPLETION_DEFAULT_FLAG),
+                  kOk);
+        return next(dto_a).event_data.dto_completion_event_data.status;
+    }
+    bool supported() const { return max_rmrs > 0; }
+
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    DAT_PZ_HANDLE pz = DAT_HANDLE_NULL, other_pz = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE dto_a, dto_b, conn_a, conn_b, cr_evd;
+    DAT_IA_ADDRESS_PTR address = nullptr;
+    DAT_COUNT max_rmrs = 0;
+    std::vector<char> buffer;
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lmr_context;
+};
+
+constexpr auto kRemoteRW =
+    static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
+
+TEST_F(Rmrs, AttributesSayWhetherWindowsAreThere)
+{
+    DAT_PROVIDER_ATTR p{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, 0, nullptr, DAT_PROVIDER_FIELD_ALL, &p), kOk);
+    DAT_RMR_HANDLE rmr;
+    if (!supported()) {
+        EXPECT_EQ(type_of(dat_rmr_create(pz, &rmr)), t(DAT_MODEL_NOT_SUPPORTED));
+        EXPECT_EQ(type_of(dat_rmr_create_for_ep(pz, &rmr)), t(DAT_MODEL_NOT_SUPPORTED));
+        GTEST_SKIP() << "this IA's device kind binds no memory windows (max_rmrs 0)";
+    }
+    EXPECT_EQ(p.rmr_scope_supported, DAT_RMR_SCOPE_ANY);
+    EXPECT_EQ(type_of(dat_rmr_create(ia, &rmr)), t(DAT_INVALID_HANDLE)); // not a PZ
+    EXPECT_EQ(type_of(dat_rmr_create(pz, nullptr)), t(DAT_INVALID_PARAMETER));
+    ASSERT_EQ(dat_rmr_create(pz, &rmr), kOk);
+    DAT_HANDLE_TYPE type;
+    ASSERT_EQ(dat_get_handle_type(rmr, &type), kOk);
+    EXPECT_EQ(type, DAT_HANDLE_TYPE_RMR);
+    DAT_RMR_PARAM q{};
+    ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.pz_handle, pz);
+    EXPECT_EQ(q.rmr_scope, DAT_RMR_SCOPE_PZ);
+    EXPECT_EQ(q.rmr_context, 0u); // unbound
+    EXPECT_EQ(q.lmr_triplet.segment_length, 0u);
+    EXPECT_EQ(type_of(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, nullptr)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_rmr_query(rmr, static_cast<DAT_RMR_PARAM_MASK>(0x100), &q)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_rmr_query(pz, DAT_RMR_FIELD_ALL, &q)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_pz_free(pz)), t(DAT_INVALID_STATE)); // the RMR is in it
+    ASSERT_EQ(dat_rmr_free(rmr), kOk);
+    EXPECT_EQ(type_of(dat_rmr_free(rmr)), t(DAT_INVALID_HANDLE));
+    DAT_RMR_HANDLE ep_scoped;
+    ASSERT_EQ(dat_rmr_create_for_ep(pz, &ep_scoped), kOk);
+    ASSERT_EQ(dat_rmr_query(ep_scoped, DAT_RMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.rmr_scope, DAT_RMR_SCOPE_EP);
+    ASSERT_EQ(dat_rmr_free(ep_scoped), kOk);
+}
+
+TEST_F(Rmrs, BoundWindowGivesRemoteAccessToItsRangeOnly)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &rmr), kOk);
+    const DAT_LMR_TRIPLET window = piece(8192, 1024);
+    const DAT_RMR_CONTEXT ctx = bind(rmr, b, dto_b, window, kRemoteRW, 77);
+    ASSERT_NE(ctx, 0u);
+    DAT_RMR_PARAM q{};
+    ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.rmr_context, ctx);
+    EXPECT_EQ(q.lmr_triplet.virtual_address, window.virtual_address);
+    EXPECT_EQ(q.lmr_triplet.segment_length, 1024u);
+    EXPECT_EQ(q.mem_priv, kRemoteRW);
+    EXPECT_EQ(type_of(dat_lmr_free(lmr)), t(DAT_INVALID_STATE)); // the window uses it
+
+    // A write and a read through the window.
+    std::memcpy(buffer.data(), "through the window", 18);
+    EXPECT_EQ(write(a, {window.virtual_address + 100, 18, ctx}, 18), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 8192 + 100, 18), "through the window");
+    DAT_LMR_TRIPLET into = piece(4096, 18);
+    DAT_RMR_TRIPLET from{window.virtual_address + 100, 18, ctx};
+    ASSERT_EQ(dat_ep_post_rdma_read(a, 1, &into, DAT_DTO_COOKIE{.as_64 = 3}, &from, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 4096, 18), "through the window");
+
+    // The LMR's own context gives no remote access (it has no remote rights),
+    // and the window's ends where it ends: a remote access error, the
+    // connection broken, the memory untouched.
+    std::memset(buffer.data() + 8192 + 1024, 0x5a, 64);
+    EXPECT_NE(write(a, {window.virtual_address + 1000, 64, ctx}, 64), DAT_DTO_SUCCESS);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(buffer[8192 + 1024], 0x5a);
+    ASSERT_EQ(dat_rmr_free(rmr), kOk);
+    EXPECT_EQ(dat_lmr_free(lmr), kOk); // no window on it now
+}
+
+TEST_F(Rmrs, RebindRetiresTheOldContextAndUnbindEndsAccess)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &rmr), kOk);
+    const DAT_RMR_CONTEXT first = bind(rmr, b, dto_b, piece(8192, 1024), kRemoteRW, 1);
+    const DAT_RMR_CONTEXT second = bind(rmr, b, dto_b, piece(16384, 512), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 2);
+    EXPECT_NE(first, second);
+    std::memcpy(buffer.data(), "rebound", 7);
+    EXPECT_EQ(write(a, {reinterpret_cast<DAT_VADDR>(buffer.data() + 16384), 7, second}, 7), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 16384, 7), "rebound");
+
+    // A suppressed bind reports nothing, yet binds.
+    DAT_RMR_CONTEXT third = 0;
+    DAT_LMR_TRIPLET range = piece(20000, 256);
+    ASSERT_EQ(dat_rmr_bind(rmr, lmr, &range, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, b, DAT_RMR_COOKIE{},
+                           DAT_COMPLETION_SUPPRESS_FLAG, &third),
+              kOk);
+    ASSERT_NE(third, 0u);
+    EXPECT_EQ(write(a, {reinterpret_cast<DAT_VADDR>(buffer.data() + 20000), 7, third}, 7), DAT_DTO_SUCCESS);
+    DAT_EVENT e{};
+    EXPECT_EQ(type_of(dat_evd_dequeue(dto_b, &e)), t(DAT_QUEUE_EMPTY));
+
+    // Unbind (length 0): the query shows no binding; the old context fails.
+    DAT_LMR_TRIPLET none{};
+    DAT_RMR_CONTEXT after = 1;
+    ASSERT_EQ(dat_rmr_bind(rmr, DAT_HANDLE_NULL, &none, DAT_MEM_PRIV_NONE_FLAG, DAT_VA_TYPE_VA, b,
+                           DAT_RMR_COOKIE{.as_64 = 4}, DAT_COMPLETION_DEFAULT_FLAG, &after),
+              kOk);
+    e = next(dto_b);
+    EXPECT_EQ(e.event_number, DAT_RMR_BIND_COMPLETION_EVENT);
+    EXPECT_EQ(e.event_data.rmr_completion_event_data.user_cookie.as_64, 4u);
+    DAT_RMR_PARAM q{};
+    ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.rmr_context, 0u);
+    EXPECT_EQ(dat_lmr_free(lmr), kOk); // unbound: the LMR is free to go
+    std::memset(buffer.data() + 16384, 0, 16);
+    EXPECT_NE(write(a, {reinterpret_cast<DAT_VADDR>(buffer.data() + 16384), 7, second}, 7), DAT_DTO_SUCCESS);
+    EXPECT_EQ(buffer[16384], 0);
+}
+
+TEST_F(Rmrs, EndpointScopedWindowServesOnlyItsConnection)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b, c, d;
+    connect_pair(a, b);
+    connect_pair(c, d); // c on dto_a/conn_a too, d on dto_b/conn_b
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create_for_ep(pz, &rmr), kOk);
+    const DAT_RMR_CONTEXT ctx = bind(rmr, b, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 5);
+    std::memcpy(buffer.data(), "scoped", 6);
+    EXPECT_EQ(write(a, {reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 6, ctx}, 6), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 8192, 6), "scoped");
+    // The same context over the other connection (c -> d) is refused.
+    std::memset(buffer.data() + 8192, 0, 6);
+    EXPECT_NE(write(c, {reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 6, ctx}, 6), DAT_DTO_SUCCESS);
+    EXPECT_EQ(buffer[8192], 0);
+}
+
+TEST_F(Rmrs, BindErrorsLeaveEverythingAsItWas)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &rmr), kOk);
+    DAT_RMR_CONTEXT ctx = 0;
+    DAT_LMR_TRIPLET range = piece(0, 1024);
+    const DAT_RMR_COOKIE cookie{};
+    const auto try_bind = [&](DAT_RMR_HANDLE r, DAT_LMR_HANDLE l, const DAT_LMR_TRIPLET* what,
+                              DAT_MEM_PRIV_FLAGS rights, DAT_VA_TYPE va, DAT_EP_HANDLE ep,
+                              DAT_COMPLETION_FLAGS flags = DAT_COMPLETION_DEFAULT_FLAG) {
+        return type_of(dat_rmr_bind(r, l, what, rights, va, ep, cookie, flags, &ctx));
+    };
+    EXPECT_EQ(try_bind(pz, lmr, &range, kRemoteRW, DAT_VA_TYPE_VA, b), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(try_bind(rmr, lmr, &range, kRemoteRW, DAT_VA_TYPE_VA, pz), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(try_bind(rmr, pz, &range, kRemoteRW, DAT_VA_TYPE_VA, b), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(try_bind(rmr, lmr, nullptr, kRemoteRW, DAT_VA_TYPE_VA, b), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(try_bind(rmr, lmr, &range, DAT_MEM_PRIV_LOCAL_WRITE_FLAG, DAT_VA_TYPE_VA, b), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(try_bind(rmr, lmr, &range, kRemoteRW, DAT_VA_TYPE_ZB, b), t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(try_bind(rmr, lmr, &range, kRemoteRW, DAT_VA_TYPE_VA, b, static_cast<DAT_COMPLETION_FLAGS>(0x100)),
+              t(DAT_INVALID_PARAMETER));
+    DAT_LMR_TRIPLET wrong_key = range;
+    wrong_key.lmr_context ^= 0x100;
+    EXPECT_EQ(try_bind(rmr, lmr, &wrong_key, kRemoteRW, DAT_VA_TYPE_VA, b), t(DAT_INVALID_PARAMETER));
+    DAT_LMR_TRIPLET past_end = piece(buffer.size() - 16, 32);
+    EXPECT_EQ(try_bind(rmr, lmr, &past_end, kRemoteRW, DAT_VA_TYPE_VA, b), t(DAT_PROTECTION_VIOLATION));
+    // An LMR without local write cannot give remote write.
+    DAT_REGION_DESCRIPTION region{};
+    region.for_va = buffer.data();
+    DAT_LMR_HANDLE read_only;
+    DAT_LMR_CONTEXT read_only_context;
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, pz, DAT_MEM_PRIV_LOCAL_READ_FLAG, DAT_VA_TYPE_VA,
+                             &read_only, &read_only_context, nullptr, nullptr, nullptr),
+              kOk);
+    DAT_LMR_TRIPLET ro{reinterpret_cast<DAT_VADDR>(buffer.data()), 1024, read_only_context};
+    EXPECT_EQ(try_bind(rmr, read_only, &ro, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, b),
+              t(DAT_PRIVILEGES_VIOLATION));
+    // An RMR of another PZ than the EP and the LMR.
+    DAT_RMR_HANDLE elsewhere;
+    ASSERT_EQ(dat_rmr_create(other_pz, &elsewhere), kOk);
+    EXPECT_EQ(try_bind(elsewhere, lmr, &range, kRemoteRW, DAT_VA_TYPE_VA, b), t(DAT_PROTECTION_VIOLATION));
+    // An endpoint that is not connected.
+    DAT_EP_HANDLE idle = make_ep(dto_b, conn_b);
+    EXPECT_EQ(try_bind(rmr, lmr, &range, kRemoteRW, DAT_VA_TYPE_VA, idle), t(DAT_INVALID_STATE));
+    // After all that, the RMR binds and works.
+    const DAT_RMR_CONTEXT good = bind(rmr, b, dto_b, range, kRemoteRW, 8);
+    std::memcpy(buffer.data() + 2048, "still fine", 10);
+    DAT_LMR_TRIPLET local = piece(2048, 10);
+    DAT_RMR_TRIPLET remote{reinterpret_cast<DAT_VADDR>(buffer.data() + 100), 10, good};
+    ASSERT_EQ(dat_ep_post_rdma_write(a, 1, &local, DAT_DTO_COOKIE{}, &remote, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 100, 10), "still fine");
+}
+
+TEST_F(Rmrs, BindOnADisconnectedEndpointIsFlushed)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    ASSERT_EQ(dat_ep_disconnect(b, DAT_CLOSE_ABRUPT_FLAG), kOk);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &rmr), kOk);
+    DAT_LMR_TRIPLET range = piece(0, 1024);
+    DAT_RMR_CONTEXT ctx = 0;
+    ASSERT_EQ(dat_rmr_bind(rmr, lmr, &range, kRemoteRW, DAT_VA_TYPE_VA, b, DAT_RMR_COOKIE{.as_64 = 6},
+                           DAT_COMPLETION_DEFAULT_FLAG, &ctx),
+              kOk);
+    DAT_EVENT e = next(dto_b);
+    EXPECT_EQ(e.event_number, DAT_RMR_BIND_COMPLETION_EVENT);
+    EXPECT_EQ(e.event_data.rmr_completion_event_data.user_cookie.as_64, 6u);
+    EXPECT_EQ(e.event_data.rmr_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
+    DAT_RMR_PARAM q{};
+    ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.rmr_context, 0u); // the bind did not take
+    EXPECT_EQ(dat_lmr_free(lmr), kOk);
+}
+
+} // namespace
