@@ -5,27 +5,37 @@
 // lat: send/receive ping-pong; one-way latency = round trip / 2.
 // bw:  RDMA writes into the server's buffer, a window of them in flight.
 // Both ends in one process by default; -s and -h ADDR split them.
+// Results as a table, CSV or JSON; --compare checks them against a baseline.
+#include "results.hpp"
+
 #include <dat2/udat.h>
 
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace {
 
+using dat_perf::Format;
+using dat_perf::Result;
+using dat_perf::Row;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -39,7 +49,18 @@ struct Options {
     bool quick = false;
     bool busy = false;
     int window = 32;
+    // Results and checks.
+    std::optional<Format> format; // --format
+    std::string output;           // --output FILE
+    std::string input;            // --input FILE: no measurement
+    std::string baseline;         // --compare FILE
+    double tolerance_pct = 10;
+    std::vector<const dat_perf::Metric*> compare_metrics;
 };
+
+// Exit codes besides 0 (success), 1 (a DAT call or the run failed) and 2 (usage).
+constexpr int kExitRegression = 3;  // --compare: some value regressed
+constexpr int kExitBadBaseline = 4; // --compare or --input: unreadable, not a result, nothing in common
 
 [[noreturn]] void die(const char* what, DAT_RETURN rc)
 {
@@ -376,34 +397,6 @@ void serve(End& end)
 
 // --- the client: runs the sweep -----------------------------------------------------
 
-struct Row {
-    const char* test;
-    std::uint64_t size;
-    std::uint64_t iterations;
-    double median_us = -1, p99_us = -1, mbytes_per_s = -1, msg_per_s = -1;
-};
-
-void print_header()
-{
-    std::printf("%-4s %10s %8s %12s %12s %12s %12s\n", "test", "bytes", "iters", "lat_med_us", "lat_p99_us", "MB/s",
-                "msg/s");
-}
-
-void print_row(const Row& r)
-{
-    auto col = [](double v, int precision) {
-        char b[32];
-        if (v < 0)
-            std::snprintf(b, sizeof b, "%12s", "-");
-        else
-            std::snprintf(b, sizeof b, "%12.*f", precision, v);
-        return std::string(b);
-    };
-    std::printf("%-4s %10" PRIu64 " %8" PRIu64 " %s %s %s %s\n", r.test, r.size, r.iterations, col(r.median_us, 2).c_str(),
-                col(r.p99_us, 2).c_str(), col(r.mbytes_per_s, 1).c_str(), col(r.msg_per_s, 0).c_str());
-    std::fflush(stdout);
-}
-
 std::uint64_t scaled(const Options& o, std::uint64_t size, std::uint64_t most, std::uint64_t byte_budget)
 {
     if (o.iterations > 0)
@@ -472,53 +465,180 @@ Row bandwidth(End& end, const Options& o, std::uint64_t size)
     return r;
 }
 
-void run_client(End& end, const Options& o)
+// Where the rows go while the sweep runs: the table streams to stdout (as
+// before) unless stdout carries another format; progress goes to stderr
+// when it is a terminal, once a sweep has taken more than a second.
+class Sink {
+public:
+    Sink(bool stream_table, std::size_t total)
+        : stream_table_(stream_table), total_(total),
+          progress_(isatty(STDERR_FILENO) && !(stream_table && isatty(STDOUT_FILENO))), start_(Clock::now())
+    {
+        if (stream_table_)
+            dat_perf::write_table_header(stdout);
+    }
+    void starting(const char* test, std::uint64_t size)
+    {
+        if (progress_ && Clock::now() - start_ > std::chrono::seconds(1)) {
+            std::fprintf(stderr, "\r\033[Kdat_perf: %s %" PRIu64 " B (%zu of %zu)", test, size, rows.size() + 1,
+                         total_);
+            shown_ = true;
+        }
+    }
+    void add(Row r)
+    {
+        if (stream_table_)
+            dat_perf::write_table_row(stdout, r);
+        rows.push_back(std::move(r));
+    }
+    void done()
+    {
+        if (shown_)
+            std::fprintf(stderr, "\r\033[K");
+    }
+
+    std::vector<Row> rows;
+
+private:
+    bool stream_table_;
+    std::size_t total_;
+    bool progress_;
+    bool shown_ = false;
+    Clock::time_point start_;
+};
+
+std::size_t sizes_in_sweep(const Options& o)
 {
-    print_header();
+    std::size_t n = 0;
+    for (std::uint64_t size = o.min_size; size <= o.max_size; size *= 2)
+        ++n;
+    return n;
+}
+
+std::vector<Row> run_client(End& end, const Options& o, bool stream_table)
+{
+    Sink sink(stream_table, sizes_in_sweep(o) * ((o.lat ? 1 : 0) + (o.bw ? 1 : 0)));
     if (o.lat)
-        for (std::uint64_t size = o.min_size; size <= o.max_size; size *= 2)
-            print_row(latency(end, o, size));
+        for (std::uint64_t size = o.min_size; size <= o.max_size; size *= 2) {
+            sink.starting("lat", size);
+            sink.add(latency(end, o, size));
+        }
     if (o.bw)
-        for (std::uint64_t size = o.min_size; size <= o.max_size; size *= 2)
-            print_row(bandwidth(end, o, size));
+        for (std::uint64_t size = o.min_size; size <= o.max_size; size *= 2) {
+            sink.starting("bw", size);
+            sink.add(bandwidth(end, o, size));
+        }
+    sink.done();
     end.send_control(Control{kMagic, Op::quit, 0, 0});
     end.disconnect();
     end.close();
+    return std::move(sink.rows);
+}
+
+dat_perf::RunInfo run_info(const Options& o, const End& end)
+{
+    dat_perf::RunInfo i;
+    i.ia = o.ia_name;
+    i.mode = o.server_address.empty() ? "one-process" : "two-process";
+    i.server = o.server_address;
+    i.wait = o.busy ? "busy" : "evd_wait";
+    i.iterations = static_cast<std::uint64_t>(o.iterations);
+    i.quick = o.quick;
+    i.window = static_cast<std::uint64_t>(end.window());
+    i.min_size = o.min_size;
+    i.max_size = o.max_size;
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0)
+        i.host = host;
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    char date[32] = {};
+    if (gmtime_r(&now, &utc))
+        std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    i.date = date;
+    return i;
 }
 
 void usage(FILE* out)
 {
-    std::fprintf(out,
-                 "usage: dat_perf [options]            both ends in this process\n"
-                 "       dat_perf -s [options]         server: waits for one client\n"
-                 "       dat_perf -h ADDRESS [options] client of a server at ADDRESS (IPv4 or IPv6)\n"
-                 "options:\n"
-                 "  -P, --provider NAME    IA name from dat.conf (default fastdapl-tcp)\n"
-                 "  -p, --port PORT        connection qualifier (default 47000; one process: any free)\n"
-                 "  -t, --test TEST        lat, bw or all (default all)\n"
-                 "  -m, --min-size BYTES   smallest message (default 1)\n"
-                 "  -M, --max-size BYTES   largest message (default 4194304); sizes double from -m\n"
-                 "  -n, --iterations N     iterations per size (default: fewer as sizes grow)\n"
-                 "  -w, --window N         RDMA writes in flight in the bandwidth test (default 32,\n"
-                 "                         at most the EP's max_request_dtos)\n"
-                 "  -b, --busy             poll with dat_evd_dequeue instead of waiting in dat_evd_wait\n"
-                 "  -q, --quick            few iterations (a smoke test)\n"
-                 "      --help             this text\n"
-                 "lat_*_us: one-way latency (round trip / 2) of a send/recv ping-pong, after warmup;\n"
-                 "MB/s: 10^6 bytes per second of RDMA writes; msg/s: writes per second\n");
+    std::fprintf(out, "usage: dat_perf [options]            both ends in this process\n"
+                      "       dat_perf -s [options]         server: waits for one client\n"
+                      "       dat_perf -h ADDRESS [options] client of a server at ADDRESS (IPv4 or IPv6)\n"
+                      "       dat_perf --input RESULT.json [output and --compare options]\n"
+                      "                                     no measurement: format or check a saved result\n"
+                      "measurement options:\n"
+                      "  -P, --provider NAME    IA name from dat.conf (default fastdapl-tcp)\n"
+                      "  -p, --port PORT        connection qualifier (default 47000; one process: any free)\n"
+                      "  -t, --test TEST        lat, bw or all (default all)\n"
+                      "  -m, --min-size BYTES   smallest message (default 1)\n"
+                      "  -M, --max-size BYTES   largest message (default 4194304); sizes double from -m\n"
+                      "  -n, --iterations N     iterations per size (default: fewer as sizes grow)\n"
+                      "  -w, --window N         RDMA writes in flight in the bandwidth test (default 32,\n"
+                      "                         at most the EP's max_request_dtos)\n"
+                      "  -b, --busy             poll with dat_evd_dequeue instead of waiting in dat_evd_wait\n"
+                      "  -q, --quick            few iterations (a smoke test)\n"
+                      "output options (the client and one process; not the server):\n"
+                      "      --format FORMAT    table (default), csv or json; without --output it goes to\n"
+                      "                         stdout in place of the table\n"
+                      "      --output FILE      write the result to FILE in --format's format (if not given:\n"
+                      "                         json for *.json, csv for *.csv, else table); stdout still\n"
+                      "                         shows the table\n"
+                      "      --input FILE       read a result written by --format json instead of measuring\n"
+                      "      --compare FILE     compare the result with a baseline written by --format json:\n"
+                      "                         per test, size and metric, print both values, the change and\n"
+                      "                         a verdict (to stderr when stdout carries csv or json)\n"
+                      "      --tolerance PCT    a regression is a latency more than PCT %% higher or a rate\n"
+                      "                         more than PCT %% lower than the baseline's (default 10)\n"
+                      "      --metrics LIST     the metrics --compare checks, comma-separated, from the column\n"
+                      "                         names below (default lat_med_us,mb_per_s)\n"
+                      "      --help             this text\n"
+                      "columns (table / csv and json names):\n"
+                      "  test                   lat: send/recv ping-pong; bw: RDMA writes into the peer's buffer\n"
+                      "  bytes                  message size in bytes\n"
+                      "  iters / iterations     messages measured at this size (lat: after warmup)\n"
+                      "  lat_med_us             lat: one-way latency (round trip / 2), median, microseconds\n"
+                      "  lat_p99_us             lat: one-way latency, 99th percentile, microseconds\n"
+                      "  MB/s / mb_per_s        bw: 10^6 bytes per second of RDMA writes\n"
+                      "  msg/s / msg_per_s      bw: RDMA writes completed per second\n"
+                      "  a column that does not apply to the test: \"-\" in the table, empty in csv, null in json.\n"
+                      "  json: an object with the run's parameters (tool, format_version, ia, mode, server,\n"
+                      "  wait, iterations, quick, window, min_size, max_size, host, date in UTC, units) and\n"
+                      "  \"results\", an array of one object per row with the csv columns.\n"
+                      "exit status: 0 success; 1 a DAT call or the run failed; 2 usage error;\n"
+                      "  3 --compare found a regression; 4 the --compare or --input file cannot be read,\n"
+                      "  is not a dat_perf JSON result, or has none of the result's tests and sizes.\n"
+                      "progress goes to stderr during a sweep when stderr is a terminal.\n");
+}
+
+[[noreturn]] void bad(const char* what, const char* value)
+{
+    std::fprintf(stderr, "dat_perf: %s: %s\n", what, value);
+    std::exit(2);
 }
 
 Options parse(int argc, char** argv)
 {
     Options o;
-    static const option longs[] = {
-        {"server", no_argument, nullptr, 's'},       {"host", required_argument, nullptr, 'h'},
-        {"provider", required_argument, nullptr, 'P'}, {"port", required_argument, nullptr, 'p'},
-        {"test", required_argument, nullptr, 't'},   {"min-size", required_argument, nullptr, 'm'},
-        {"max-size", required_argument, nullptr, 'M'}, {"iterations", required_argument, nullptr, 'n'},
-        {"window", required_argument, nullptr, 'w'}, {"busy", no_argument, nullptr, 'b'},
-        {"quick", no_argument, nullptr, 'q'},        {"help", no_argument, nullptr, 'H'},
-        {}};
+    enum : int { kFormat = 256, kOutput, kInput, kCompare, kTolerance, kMetrics };
+    static const option longs[] = {{"server", no_argument, nullptr, 's'},
+                                   {"host", required_argument, nullptr, 'h'},
+                                   {"provider", required_argument, nullptr, 'P'},
+                                   {"port", required_argument, nullptr, 'p'},
+                                   {"test", required_argument, nullptr, 't'},
+                                   {"min-size", required_argument, nullptr, 'm'},
+                                   {"max-size", required_argument, nullptr, 'M'},
+                                   {"iterations", required_argument, nullptr, 'n'},
+                                   {"window", required_argument, nullptr, 'w'},
+                                   {"busy", no_argument, nullptr, 'b'},
+                                   {"quick", no_argument, nullptr, 'q'},
+                                   {"help", no_argument, nullptr, 'H'},
+                                   {"format", required_argument, nullptr, kFormat},
+                                   {"output", required_argument, nullptr, kOutput},
+                                   {"input", required_argument, nullptr, kInput},
+                                   {"compare", required_argument, nullptr, kCompare},
+                                   {"tolerance", required_argument, nullptr, kTolerance},
+                                   {"metrics", required_argument, nullptr, kMetrics},
+                                   {}};
     int c;
     auto number = [](const char* s, const char* what) {
         char* end = nullptr;
@@ -529,36 +649,211 @@ Options parse(int argc, char** argv)
         }
         return static_cast<std::uint64_t>(v);
     };
+    bool metrics_given = false;
     while ((c = getopt_long(argc, argv, "sh:P:p:t:m:M:n:w:bq", longs, nullptr)) != -1) {
         switch (c) {
-        case 's': o.server = true; break;
-        case 'h': o.server_address = optarg; break;
-        case 'P': o.ia_name = optarg; break;
-        case 'p': o.port = number(optarg, "-p"); break;
+        case 's':
+            o.server = true;
+            break;
+        case 'h':
+            o.server_address = optarg;
+            break;
+        case 'P':
+            o.ia_name = optarg;
+            break;
+        case 'p':
+            o.port = number(optarg, "-p");
+            break;
         case 't':
             o.lat = std::strcmp(optarg, "lat") == 0 || std::strcmp(optarg, "all") == 0;
             o.bw = std::strcmp(optarg, "bw") == 0 || std::strcmp(optarg, "all") == 0;
-            if (!o.lat && !o.bw) {
-                std::fprintf(stderr, "dat_perf: -t: lat, bw or all, not %s\n", optarg);
-                std::exit(2);
+            if (!o.lat && !o.bw)
+                bad("-t: lat, bw or all, not", optarg);
+            break;
+        case 'm':
+            o.min_size = number(optarg, "-m");
+            break;
+        case 'M':
+            o.max_size = number(optarg, "-M");
+            break;
+        case 'n':
+            o.iterations = static_cast<int>(std::min<std::uint64_t>(number(optarg, "-n"), 1u << 30));
+            break;
+        case 'w':
+            o.window = static_cast<int>(std::min<std::uint64_t>(number(optarg, "-w"), 1024));
+            break;
+        case 'b':
+            o.busy = true;
+            break;
+        case 'q':
+            o.quick = true;
+            break;
+        case kFormat:
+            o.format = dat_perf::parse_format(optarg);
+            if (!o.format)
+                bad("--format: table, csv or json, not", optarg);
+            break;
+        case kOutput:
+            o.output = optarg;
+            break;
+        case kInput:
+            o.input = optarg;
+            break;
+        case kCompare:
+            o.baseline = optarg;
+            break;
+        case kTolerance: {
+            char* end = nullptr;
+            o.tolerance_pct = std::strtod(optarg, &end);
+            if (!end || *end || end == optarg || !(o.tolerance_pct >= 0) || o.tolerance_pct > 1e6)
+                bad("--tolerance: not a percentage from 0 to 1000000", optarg);
+            break;
+        }
+        case kMetrics: {
+            metrics_given = true;
+            o.compare_metrics.clear();
+            std::string list = optarg;
+            std::size_t start = 0;
+            for (;;) {
+                const std::size_t comma = list.find(',', start);
+                const std::string name = list.substr(start, comma == std::string::npos ? comma : comma - start);
+                const dat_perf::Metric* m = dat_perf::find_metric(name);
+                if (!m)
+                    bad("--metrics: lat_med_us, lat_p99_us, mb_per_s or msg_per_s, not", name.c_str());
+                o.compare_metrics.push_back(m);
+                if (comma == std::string::npos)
+                    break;
+                start = comma + 1;
             }
             break;
-        case 'm': o.min_size = number(optarg, "-m"); break;
-        case 'M': o.max_size = number(optarg, "-M"); break;
-        case 'n': o.iterations = static_cast<int>(std::min<std::uint64_t>(number(optarg, "-n"), 1u << 30)); break;
-        case 'w': o.window = static_cast<int>(std::min<std::uint64_t>(number(optarg, "-w"), 1024)); break;
-        case 'b': o.busy = true; break;
-        case 'q': o.quick = true; break;
-        case 'H': usage(stdout); std::exit(0);
-        default: usage(stderr); std::exit(2);
+        }
+        case 'H':
+            usage(stdout);
+            std::exit(0);
+        default:
+            usage(stderr);
+            std::exit(2);
         }
     }
+    if (!metrics_given)
+        o.compare_metrics = {dat_perf::find_metric("lat_med_us"), dat_perf::find_metric("mb_per_s")};
     if (optind != argc || (o.server && !o.server_address.empty()) || o.min_size > o.max_size ||
         o.max_size > (1u << 30)) {
         usage(stderr);
         std::exit(2);
     }
+    const bool results_options = o.format || !o.output.empty() || !o.baseline.empty() || !o.input.empty();
+    if (o.server && results_options)
+        bad("the server has no results", "--format, --output, --input and --compare are for the client");
+    if (!o.input.empty() && !o.server_address.empty())
+        bad("--input reads a result instead of measuring", "it does not go with -h");
     return o;
+}
+
+// The format of --output FILE: --format's, else from the file's suffix.
+Format output_format(const Options& o)
+{
+    if (o.format)
+        return *o.format;
+    auto ends_with = [&](const char* suffix) {
+        const std::size_t n = std::strlen(suffix);
+        return o.output.size() >= n && o.output.compare(o.output.size() - n, n, suffix) == 0;
+    };
+    if (ends_with(".json"))
+        return Format::json;
+    if (ends_with(".csv"))
+        return Format::csv;
+    return Format::table;
+}
+
+Result read_or_exit(const std::string& path, const char* option)
+{
+    Result r;
+    std::string error;
+    if (!dat_perf::read_json(path, r, error)) {
+        std::fprintf(stderr, "dat_perf: %s %s: %s\n", option, path.c_str(), error.c_str());
+        std::exit(kExitBadBaseline);
+    }
+    return r;
+}
+
+// Measures (or reads --input), writes the result where asked, compares.
+int run_sweep(const Options& o)
+{
+    std::optional<Result> baseline;
+    if (!o.baseline.empty())
+        baseline = read_or_exit(o.baseline, "--compare");
+    FILE* output = nullptr;
+    if (!o.output.empty()) {
+        output = std::fopen(o.output.c_str(), "w");
+        if (!output) {
+            std::fprintf(stderr, "dat_perf: --output %s: %s\n", o.output.c_str(), std::strerror(errno));
+            return 1;
+        }
+    }
+    // stdout: the table, streamed as rows come, unless --format without --output.
+    const Format stdout_format = o.output.empty() && o.format ? *o.format : Format::table;
+    Result result;
+    if (!o.input.empty()) {
+        result = read_or_exit(o.input, "--input");
+        dat_perf::write(stdout, stdout_format, result);
+    } else {
+        const bool stream_table = stdout_format == Format::table;
+        if (!o.server_address.empty()) {
+            // A numeric IPv4 or IPv6 address (fe80::1%eth0 names its interface).
+            addrinfo hints{};
+            hints.ai_flags = AI_NUMERICHOST;
+            addrinfo* found = nullptr;
+            if (getaddrinfo(o.server_address.c_str(), nullptr, &hints, &found) != 0 || !found ||
+                found->ai_addrlen > sizeof(sockaddr_storage)) {
+                std::fprintf(stderr, "dat_perf: -h: not an IPv4 or IPv6 address: %s\n", o.server_address.c_str());
+                return 2;
+            }
+            sockaddr_storage server{};
+            std::memcpy(&server, found->ai_addr, found->ai_addrlen);
+            freeaddrinfo(found);
+            End end(o);
+            end.connect(server, o.port);
+            result.info = run_info(o, end);
+            result.rows = run_client(end, o, stream_table);
+        } else {
+            // One process: the server end on its own thread and IA, on any free qualifier.
+            End server_end(o), client_end(o);
+            const DAT_CONN_QUAL port = server_end.listen(0);
+            std::thread server_thread([&] {
+                server_end.accept();
+                serve(server_end);
+            });
+            client_end.connect(server_end.address(), port);
+            result.info = run_info(o, client_end);
+            result.rows = run_client(client_end, o, stream_table);
+            server_thread.join();
+        }
+        if (!stream_table)
+            dat_perf::write(stdout, stdout_format, result);
+    }
+    if (output) {
+        dat_perf::write(output, output_format(o), result);
+        if (std::ferror(output) || std::fclose(output) != 0) {
+            std::fprintf(stderr, "dat_perf: --output %s: write failed\n", o.output.c_str());
+            return 1;
+        }
+    }
+    if (!baseline)
+        return 0;
+    const dat_perf::RunInfo &b = baseline->info, &r = result.info;
+    if (b.ia != r.ia || b.mode != r.mode || b.wait != r.wait)
+        std::fprintf(stderr, "dat_perf: note: the baseline ran on %s (%s, %s), this result on %s (%s, %s)\n",
+                     b.ia.c_str(), b.mode.c_str(), b.wait.c_str(), r.ia.c_str(), r.mode.c_str(), r.wait.c_str());
+    FILE* report = stdout_format == Format::table ? stdout : stderr;
+    const dat_perf::CompareOutcome outcome =
+        dat_perf::compare(report, *baseline, result, {o.tolerance_pct, o.compare_metrics});
+    if (!outcome.comparable) {
+        std::fprintf(stderr, "dat_perf: --compare %s: the baseline has none of this result's tests and sizes\n",
+                     o.baseline.c_str());
+        return kExitBadBaseline;
+    }
+    return outcome.regressions ? kExitRegression : 0;
 }
 
 } // namespace
@@ -574,33 +869,5 @@ int main(int argc, char** argv)
         serve(end);
         return 0;
     }
-    if (!o.server_address.empty()) {
-        // A numeric IPv4 or IPv6 address (fe80::1%eth0 names its interface).
-        addrinfo hints{};
-        hints.ai_flags = AI_NUMERICHOST;
-        addrinfo* found = nullptr;
-        if (getaddrinfo(o.server_address.c_str(), nullptr, &hints, &found) != 0 || !found ||
-            found->ai_addrlen > sizeof(sockaddr_storage)) {
-            std::fprintf(stderr, "dat_perf: -h: not an IPv4 or IPv6 address: %s\n", o.server_address.c_str());
-            return 2;
-        }
-        sockaddr_storage server{};
-        std::memcpy(&server, found->ai_addr, found->ai_addrlen);
-        freeaddrinfo(found);
-        End end(o);
-        end.connect(server, o.port);
-        run_client(end, o);
-        return 0;
-    }
-    // One process: the server end on its own thread and IA, on any free qualifier.
-    End server_end(o), client_end(o);
-    const DAT_CONN_QUAL port = server_end.listen(0);
-    std::thread server_thread([&] {
-        server_end.accept();
-        serve(server_end);
-    });
-    client_end.connect(server_end.address(), port);
-    run_client(client_end, o);
-    server_thread.join();
-    return 0;
+    return run_sweep(o);
 }
