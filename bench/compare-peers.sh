@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# compare-peers.sh: fastdapl's software IAs next to other software transports
+# on this host. Interleaved rounds (each round runs every case once), medians
+# over the rounds; every case is two processes over loopback:
+#   ours:  dat_perf (-s / -h 127.0.0.1) on fastdapl-tcp, and fastdapl-shm when
+#          the dat.conf lists it, each waiting in dat_evd_wait and busy (-b);
+#   peers: ucx_perftest (ucx-utils) UCP tag matching over tcp and over shared
+#          memory; fi_pingpong (libfabric-bin) on the tcp provider, msg EP.
+# Measures one-way latency at 8 B and 4 KiB (µs) and bandwidth at 1 MiB
+# (MB/s = 10^6 bytes/s: dat_perf's RDMA writes with a window in flight,
+# ucx's tag_bw stream; fi_pingpong has ping-pong only, one message in
+# flight). Prints the medians and the ratios ours / peer. Not a CI test:
+# on a shared or loaded machine the numbers are noise.
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026 the fastdapl authors
+set -uo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: bench/compare-peers.sh [options]
+  -n ROUNDS    interleaved rounds; the tables show medians (default 3)
+  -B DIR       fastdapl build directory (default: build/ next to bench/)
+  -p PORT      first TCP port; each run takes the next free one (default 21300,
+               below Linux's ephemeral range, 32768 up)
+  -q           quick: a tenth of the iterations (a smoke run)
+  -k DIR       keep every run's output in DIR
+  -h           this text
+environment: DAT_OVERRIDE (default DIR/dat.conf) picks the dat.conf whose
+fastdapl-tcp / fastdapl-shm lines are measured.
+latency: one-way, µs (dat_perf and ucx: median; fi_pingpong: mean of a
+ping-pong); bandwidth: MB/s = 10^6 bytes per second (ucx's MiB/s converted).
+ratios: ours / peer; latency above 1 or bandwidth below 1: we are slower.
+EOF
+}
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "$here/.." && pwd)/build
+rounds=3
+port=21300
+quick=0
+keep=""
+while getopts "n:B:p:qk:h" opt; do
+    case $opt in
+    n) rounds=$OPTARG ;;
+    B) build=$OPTARG ;;
+    p) port=$OPTARG ;;
+    q) quick=1 ;;
+    k) keep=$OPTARG ;;
+    h) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
+    esac
+done
+case $rounds in '' | *[!0-9]* | 0) echo "compare-peers: -n: a positive number, not '$rounds'" >&2; exit 2 ;; esac
+case $port in '' | *[!0-9]*) echo "compare-peers: -p: a port number, not '$port'" >&2; exit 2 ;; esac
+
+if [ "$port" -lt 1024 ] || [ "$port" -gt 65000 ]; then
+    echo "compare-peers: -p: from 1024 to 65000, not $port" >&2
+    exit 2
+fi
+[ -d "$build" ] && build=$(cd "$build" && pwd)
+dat_perf=$build/tools/dat_perf/dat_perf
+if [ ! -x "$dat_perf" ]; then
+    echo "compare-peers: no $dat_perf: build fastdapl first (meson setup build && ninja -C build), or -B DIR" >&2
+    exit 1
+fi
+export DAT_OVERRIDE=${DAT_OVERRIDE:-$build/dat.conf}
+export LD_LIBRARY_PATH="$build/src/registry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+lat_iters=5000 bw_iters=500
+if [ $quick -eq 1 ]; then lat_iters=500 bw_iters=50; fi
+limit=120 # seconds, per process
+
+work=$(mktemp -d)
+cleanup() {
+    local pids
+    pids=$(jobs -p)
+    # shellcheck disable=SC2086 # one word per pid
+    [ -n "$pids" ] && kill $pids 2>/dev/null
+    if [ -n "$keep" ]; then
+        mkdir -p "$keep" && cp -r "$work"/. "$keep"/
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+notes=()
+note() { notes+=("$*"); }
+
+# --- which cases run --------------------------------------------------------------
+# A case: name, then how to measure "lat8", "lat4k" and "bw1m" (functions below).
+ours_ias=()
+for ia in fastdapl-tcp fastdapl-shm; do
+    if grep -qE "^${ia}[[:space:]]" "$DAT_OVERRIDE" 2>/dev/null; then
+        ours_ias+=("$ia")
+    else
+        note "$ia: not in $DAT_OVERRIDE, skipped"
+    fi
+done
+if [ ${#ours_ias[@]} -eq 0 ]; then
+    echo "compare-peers: none of our IAs is in $DAT_OVERRIDE" >&2
+    exit 1
+fi
+cases=()
+for ia in "${ours_ias[@]}"; do
+    cases+=("ours:$ia:evd_wait" "ours:$ia:busy")
+done
+if command -v ucx_perftest >/dev/null; then
+    cases+=("ucx:tcp" "ucx:shm")
+else
+    note "ucx_perftest: missing (Debian: apt-get install ucx-utils), skipped"
+fi
+if command -v fi_pingpong >/dev/null; then
+    cases+=("fi:tcp")
+else
+    note "fi_pingpong: missing (Debian: apt-get install libfabric-bin), skipped"
+fi
+metrics=(lat8 lat4k bw1m)
+
+# --- running a pair of processes ----------------------------------------------------
+
+# Waits until something listens on TCP port $1, or process $2 has gone.
+wait_listen() {
+    local hex
+    hex=$(printf '%04X' "$1")
+    for _ in $(seq 1 400); do
+        grep -qiE ":$hex [0-9A-F]+:[0-9A-F]{4} 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
+
+# run_pair LOG: the server command in array S, then the client in array C,
+# both with the environment in array E; the client's output in LOG.
+run_pair() {
+    local log=$1 spid rc src
+    env "${E[@]}" timeout $limit "${S[@]}" >"$log.server" 2>&1 &
+    spid=$!
+    if ! wait_listen "$listen_port" "$spid"; then
+        kill "$spid" 2>/dev/null
+        wait "$spid" 2>/dev/null
+        echo "server did not listen on $listen_port" >>"$log"
+        return 1
+    fi
+    env "${E[@]}" timeout $limit "${C[@]}" >"$log" 2>&1
+    rc=$?
+    wait "$spid"
+    src=$?
+    [ $rc -eq 0 ] && [ $src -eq 0 ]
+}
+
+# The next port from $port on that no socket on this host uses (in any state),
+# leaving out two that other jobs here are known to use.
+next_port() {
+    local hex
+    for _ in $(seq 1 1000); do
+        listen_port=$port
+        port=$((port + 1))
+        case $listen_port in 15828 | 45248) continue ;; esac
+        hex=$(printf '%04X' "$listen_port")
+        grep -qiE "^ *[0-9]+: [0-9A-F]+:$hex " /proc/net/tcp /proc/net/tcp6 2>/dev/null || return 0
+    done
+    echo "compare-peers: no free TCP port from $port" >&2
+    exit 1
+}
+
+# measure CASE METRIC LOG: prints the value (µs or MB/s), or fails; on $listen_port.
+measure() {
+    local case=$1 metric=$2 log=$3 size test iters
+    case $metric in
+    lat8) size=8 test=lat iters=$lat_iters ;;
+    lat4k) size=4096 test=lat iters=$lat_iters ;;
+    bw1m) size=1048576 test=bw iters=$bw_iters ;;
+    esac
+    case $case in
+    ours:*)
+        local ia wait busy=()
+        IFS=: read -r _ ia wait <<<"$case"
+        [ "$wait" = busy ] && busy=(-b)
+        E=(DAT_OVERRIDE="$DAT_OVERRIDE")
+        S=("$dat_perf" -s -P "$ia" -p "$listen_port" "${busy[@]}")
+        C=("$dat_perf" -h 127.0.0.1 -P "$ia" -p "$listen_port" "${busy[@]}" -t "$test" -m "$size" -M "$size"
+            -n "$iters" --format csv)
+        run_pair "$log" || return 1
+        # test,bytes,iterations,lat_med_us,lat_p99_us,mb_per_s,msg_per_s
+        awk -F, -v t=$test 'NR == 2 { print (t == "lat" ? $4 : $6) }' "$log"
+        ;;
+    ucx:*)
+        local tls=tcp ucx_test=tag_lat warm=$((iters / 10 + 1))
+        if [ "$case" = ucx:shm ]; then
+            tls=posix,self
+            [ $test = bw ] && tls=posix,cma,self
+        fi
+        [ $test = bw ] && ucx_test=tag_bw
+        E=("UCX_TLS=$tls")
+        S=(ucx_perftest -p "$listen_port")
+        C=(ucx_perftest 127.0.0.1 -p "$listen_port" -t "$ucx_test" -s "$size" -n "$iters" -w "$warm" -f -v)
+        run_pair "$log" || return 1
+        # iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw(MiB/s),avg_mr,overall_mr
+        awk -F, -v t=$test '$1 ~ /^ *[0-9]+$/ { v = (t == "lat" ? $2 : $6 * 1.048576) } END { if (v != "") print v }' "$log"
+        ;;
+    fi:tcp)
+        E=(FI_PROVIDER=tcp)
+        S=(fi_pingpong -p tcp -e msg -S "$size" -I "$iters" -B "$listen_port")
+        C=(fi_pingpong -p tcp -e msg -S "$size" -I "$iters" -P "$listen_port" 127.0.0.1)
+        run_pair "$log" || return 1
+        # bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
+        awk -v t=$test '$1 ~ /^[0-9]+[kmg]?$/ && NF >= 7 { v = (t == "lat" ? $7 : $6) } END { if (v != "") print v }' "$log"
+        ;;
+    esac
+}
+
+label() {
+    case $1 in
+    ours:*) local ia wait; IFS=: read -r _ ia wait <<<"$1"; echo "dat_perf $ia $wait" ;;
+    ucx:tcp) echo "ucx_perftest tcp (tag)" ;;
+    ucx:shm) echo "ucx_perftest shm (tag)" ;;
+    fi:tcp) echo "fi_pingpong tcp msg" ;;
+    esac
+}
+
+median() { # values on stdin, one per line
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+                                       else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# --- the rounds -----------------------------------------------------------------------
+
+echo "compare-peers: $rounds round(s) of ${#cases[@]} cases x ${#metrics[@]} measurements;" \
+    "latency $lat_iters iterations, bandwidth $bw_iters messages" >&2
+for ((r = 1; r <= rounds; r++)); do
+    for m in "${metrics[@]}"; do
+        for c in "${cases[@]}"; do
+            id=$(echo "$c" | tr ':' '_')
+            log="$work/r${r}_${id}_$m.log"
+            printf '\r\033[Kround %d: %s %s' "$r" "$(label "$c")" "$m" >&2
+            next_port # here, not in measure's subshell
+            if v=$(measure "$c" "$m" "$log") && [ -n "$v" ]; then
+                echo "$v" >>"$work/$id.$m"
+            else
+                echo "round $r: $(label "$c") $m failed (see ${log##*/}; -k DIR keeps it)" >>"$work/failures"
+            fi
+        done
+    done
+done
+printf '\r\033[K' >&2
+
+# --- the tables -----------------------------------------------------------------------
+
+value() { # CASE METRIC: the median, or "-"
+    local f
+    f="$work/$(echo "$1" | tr ':' '_').$2"
+    if [ -s "$f" ]; then median <"$f"; else echo "-"; fi
+}
+rounds_of() {
+    local f
+    f="$work/$(echo "$1" | tr ':' '_').$2"
+    if [ -s "$f" ]; then awk '{ printf "%s%.4g", (NR > 1 ? " " : ""), $1 }' "$f"; fi
+}
+
+echo "compare-peers on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ): median of $rounds interleaved round(s)," \
+    "two processes over loopback"
+echo "latency: one-way µs (lower is better); bandwidth: MB/s = 10^6 B/s (higher is better)"
+echo
+printf '%-36s %12s %12s %12s\n' "" "lat 8 B" "lat 4 KiB" "bw 1 MiB"
+for c in "${cases[@]}"; do
+    printf '%-36s' "$(label "$c")"
+    for m in "${metrics[@]}"; do
+        v=$(value "$c" "$m")
+        if [ "$v" = - ]; then
+            printf ' %12s' -
+        elif [ "$m" = bw1m ]; then
+            printf ' %12.1f' "$v"
+        else
+            printf ' %12.2f' "$v"
+        fi
+    done
+    echo
+done
+echo
+echo "ratios ours / peer (latency above 1, bandwidth below 1: fastdapl is slower)"
+printf '%-36s %-24s %9s %9s %9s\n' "ours" "peer" "lat 8 B" "lat 4 KiB" "bw 1 MiB"
+for o in "${cases[@]}"; do
+    case $o in ours:*) ;; *) continue ;; esac
+    for p in "${cases[@]}"; do
+        case $p in ours:*) continue ;; esac
+        printf '%-36s %-24s' "$(label "$o")" "$(label "$p")"
+        for m in "${metrics[@]}"; do
+            a=$(value "$o" "$m") b=$(value "$p" "$m")
+            if [ "$a" = - ] || [ "$b" = - ]; then
+                printf ' %9s' -
+            else
+                awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf " %9.2f", a / b; else printf " %9s", "-" }'
+            fi
+        done
+        echo
+    done
+done
+echo
+echo "each round's values (the medians come from these):"
+for c in "${cases[@]}"; do
+    for m in "${metrics[@]}"; do
+        printf '  %-36s %-6s %s\n' "$(label "$c")" "$m" "$(rounds_of "$c" "$m")"
+    done
+done
+echo
+echo "notes:"
+echo "  dat_perf bw: RDMA writes, 32 in flight; ucx tag_bw: a stream of tagged sends;"
+echo "  fi_pingpong bw: ping-pong, one message in flight (not a streaming bandwidth)."
+echo "  ucx_perftest and fi_pingpong poll: compare them with our busy rows."
+for n in "${notes[@]}"; do echo "  $n"; done
+if [ -s "$work/failures" ]; then
+    echo "failures:"
+    sed 's/^/  /' "$work/failures"
+    exit 1
+fi
+exit 0
