@@ -100,8 +100,8 @@ DAT_RETURN complete_ep_attr(const Ia& ia, DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE whi
         a.max_rdma_read_in < 0 || a.max_rdma_read_out < 0 || a.max_rdma_read_in > kMaxRdmaReadPerEp ||
         a.max_rdma_read_out > kMaxRdmaReadPerEp)
         return error(DAT_INVALID_PARAMETER, which_arg);
-    if (raw(a.qos) != DAT_QOS_BEST_EFFORT)
-        return not_supported();
+    if (raw(a.qos) & ~kAllQos)
+        return error(DAT_INVALID_PARAMETER, which_arg);
     if (with_srq) {
         a.max_recv_dtos = saved_recv_dtos;
         a.max_recv_iov = 0;

@@ -47,6 +47,11 @@ public:
     std::uint8_t event_pdata[kMaxConnectionPrivateData] = {};
 };
 
+// Every DAT_QOS value the spec defines, alone or together. Each is taken
+// and changes nothing: one traffic class per device (README).
+inline constexpr std::uint32_t kAllQos =
+    DAT_QOS_BEST_EFFORT | DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM;
+
 // The INVALID_STATE subtype that names the state an EP is in now.
 DAT_RETURN_SUBTYPE ep_state_subtype(DAT_EP_STATE s);
 

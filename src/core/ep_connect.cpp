@@ -97,8 +97,14 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     if (timeout == 0 || pdata_size < 0 || pdata_size > max_private_data(ep->ia) || (pdata_size > 0 && !pdata))
         return error(DAT_INVALID_PARAMETER, timeout == 0 ? DAT_INVALID_ARG4 : DAT_INVALID_ARG5);
-    if (qos != DAT_QOS_BEST_EFFORT || flags != DAT_CONNECT_DEFAULT_FLAG)
+    if (static_cast<std::uint32_t>(qos) & ~kAllQos)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+    // One path per connection: asked for more, a connection goes ahead on
+    // one (as the spec allows); requiring more cannot be met.
+    if (flags == DAT_CONNECT_MULTIPATH_REQUIRED_FLAG)
         return not_supported();
+    if (flags != DAT_CONNECT_DEFAULT_FLAG && flags != DAT_CONNECT_MULTIPATH_FLAG)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
     if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
         return error(DAT_INVALID_STATE, ep_state_subtype(now));
     // The IA's own family only: rdma_cm resolves a route within one family,

@@ -243,7 +243,8 @@ void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p)
     attr.dapl_version_minor = DAT_VERSION_MINOR;
     attr.lmr_mem_types_supported = static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR);
     attr.iov_ownership_on_return = DAT_IOV_CONSUMER;
-    attr.dat_qos_supported = DAT_QOS_BEST_EFFORT;
+    // Every QoS value is taken; none changes how a connection is carried.
+    attr.dat_qos_supported = static_cast<DAT_QOS>(kAllQos);
     attr.completion_flags_supported =
         static_cast<DAT_COMPLETION_FLAGS>(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG |
                                           DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG);

@@ -612,8 +612,15 @@ TEST_F(Models, EndpointCallsRefuseBadArguments)
     EXPECT_EQ(type_of(dat_ep_connect(ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&other), 1, kWait, 0, nullptr,
                                      DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
               t(DAT_INVALID_ADDRESS));
-    EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, 0, nullptr, DAT_QOS_PREMIUM, DAT_CONNECT_DEFAULT_FLAG)),
-              t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, 0, nullptr, static_cast<DAT_QOS>(0x40),
+                                     DAT_CONNECT_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER)); // no such QoS
+    EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                     DAT_CONNECT_MULTIPATH_REQUIRED_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED)); // one path only
+    EXPECT_EQ(type_of(dat_ep_connect(ep, address, 1, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                     static_cast<DAT_CONNECT_FLAGS>(4))),
+              t(DAT_INVALID_PARAMETER));
     EXPECT_EQ(state_of(ep), DAT_EP_STATE_UNCONNECTED); // none of that changed anything
 
     // Requests need a connection; disconnect and reset need something to end.
@@ -821,6 +828,38 @@ TEST_F(Models, SixtyFourBitQualifiers)
     EXPECT_EQ(type_of(dat_ep_connect(a, address, 0, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)),
               t(DAT_INVALID_PARAMETER));
     EXPECT_EQ(dat_ep_free(a), kOk);
+}
+
+// Every QoS the spec defines is taken (none changes how a connection is
+// carried, README), and a request for several paths connects on one.
+TEST_F(Models, QosValuesAndMultipathRequestsConnect)
+{
+    DAT_PROVIDER_ATTR p{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, 0, nullptr, DAT_PROVIDER_FIELD_ALL, &p), kOk);
+    EXPECT_EQ(p.dat_qos_supported, DAT_QOS_BEST_EFFORT | DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY |
+                                       DAT_QOS_ECONOMY | DAT_QOS_PREMIUM);
+    DAT_EP_ATTR attr{};
+    attr.service_type = DAT_SERVICE_TYPE_RC;
+    attr.qos = DAT_QOS_PREMIUM;
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a, &attr), b = make_ep(dto_b, conn_b);
+    attr.qos = static_cast<DAT_QOS>(0x40);
+    DAT_EP_HANDLE refused;
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &attr, &refused)), t(DAT_INVALID_PARAMETER));
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_ep_connect(a, address, qual, kWait, 0, nullptr,
+                             static_cast<DAT_QOS>(DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY),
+                             DAT_CONNECT_MULTIPATH_REQUESTED_FLAG),
+              kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    DAT_EP_PARAM param{};
+    ASSERT_EQ(dat_ep_query(a, DAT_EP_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.ep_attr.qos, DAT_QOS_PREMIUM);
+    ASSERT_EQ(dat_psp_free(psp), kOk);
 }
 
 TEST_F(Models, ServicePointAndRequestErrors)
