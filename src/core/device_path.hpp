@@ -72,16 +72,22 @@ public:
     virtual void deregister_memory(Lmr& lmr) = 0;
 
     // Memory windows (RMRs): how many this kind offers (0: none; the calls
-    // then answer DAT_MODEL_NOT_SUPPORTED). bind_window binds at once over
-    // `range` of `lmr` (length 0: unbinds), usable only over `scope_ep`'s
-    // connection if not null, and sets rmr.context; the caller posts the
-    // request whose completion reports it, in order with the EP's others.
+    // then answer DAT_MODEL_NOT_SUPPORTED). bind_window binds rmr's window
+    // over `range` of `lmr` (length 0: unbinds) for `ep` (rmr.scope EP:
+    // usable only over its connection) and sets rmr.context to the new
+    // context. A kind whose device binds through a posted request posts it
+    // on `ep`, signalled, and sets `posted`; otherwise the caller posts a NOP
+    // request whose completion reports the bind in order with the EP's
+    // other requests. bind_failed: that completion came back in error (the
+    // window must not stay bound).
     virtual DAT_COUNT max_rmrs() const { return 0; }
     virtual DAT_RETURN create_window(Rmr&) { return error(DAT_MODEL_NOT_SUPPORTED); }
-    virtual DAT_RETURN bind_window(Rmr&, const Lmr*, const DAT_LMR_TRIPLET&, DAT_MEM_PRIV_FLAGS, const Ep*)
+    virtual DAT_RETURN bind_window(Rmr&, const Lmr*, const DAT_LMR_TRIPLET&, DAT_MEM_PRIV_FLAGS, Ep&, bool& posted)
     {
+        posted = false;
         return error(DAT_MODEL_NOT_SUPPORTED);
     }
+    virtual void bind_failed(Rmr&) {}
     virtual void destroy_window(Rmr&) {}
 
     // A DTO EVD's completion engine (evd.completions), sized for evd.qlen.

@@ -157,15 +157,9 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
     if (rmr->bind_ep)
         return error(DAT_INVALID_STATE, DAT_NO_SUBTYPE); // the previous bind has not completed
     Ia* ia = rmr->ia;
-    const DAT_LMR_TRIPLET range = unbind ? DAT_LMR_TRIPLET{} : *triplet;
-    if (DAT_RETURN rc =
-            ia->device->bind_window(*rmr, lmr, range, privileges, rmr->scope == DAT_RMR_SCOPE_EP ? ep : nullptr);
-        rc != DAT_SUCCESS)
-        return rc;
-    // Recorded before the request is posted: its completion (a NOP, in
-    // order with the EP's requests, always signalled so that it finds its
-    // bind) may be reaped on another thread at once. No lock is held while
-    // posting: the post may run the device, which takes EVD locks.
+    // Recorded before anything is posted: the completion may be reaped on
+    // another thread at once. No lock is held while posting: a post may run
+    // the device, which takes EVD locks.
     const bool suppress = (flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG)) != 0;
     {
         std::lock_guard lock(g_binds_mutex);
@@ -180,25 +174,36 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
         rmr->bind_ep = ep;
         g_binds[ep].push_back({rmr, cookie, suppress});
     }
+    const auto forget = [&] {
+        std::lock_guard lock(g_binds_mutex);
+        auto& queue = g_binds[ep];
+        for (auto it = queue.rbegin(); it != queue.rend(); ++it)
+            if (it->rmr == rmr) {
+                queue.erase(std::next(it).base());
+                break;
+            }
+        if (queue.empty())
+            g_binds.erase(ep);
+        rmr->bind_ep = nullptr;
+        release_binding(rmr);
+    };
+    bool posted = false;
+    const DAT_LMR_TRIPLET range = unbind ? DAT_LMR_TRIPLET{} : *triplet;
+    if (DAT_RETURN rc = ia->device->bind_window(*rmr, lmr, range, privileges, *ep, posted); rc != DAT_SUCCESS) {
+        forget();
+        return rc;
+    }
     const DAT_RMR_CONTEXT bound = rmr->context;
-    const DAT_RETURN posted =
-        dp::post_request(ep, MLX5_OPCODE_NOP, 0, nullptr, 0, DAT_DTO_COOKIE{}, nullptr, DAT_COMPLETION_DEFAULT_FLAG);
-    if (posted != DAT_SUCCESS) { // the send queue is full: the RMR is left unbound
-        {
-            std::lock_guard lock(g_binds_mutex);
-            auto& queue = g_binds[ep];
-            for (auto it = queue.rbegin(); it != queue.rend(); ++it)
-                if (it->rmr == rmr) {
-                    queue.erase(std::next(it).base());
-                    break;
-                }
-            if (queue.empty())
-                g_binds.erase(ep);
-            rmr->bind_ep = nullptr;
-            release_binding(rmr);
+    if (!posted) {
+        // The completion: a NOP request in order with the EP's others,
+        // always signalled so that it finds its bind.
+        const DAT_RETURN rc = dp::post_request(ep, MLX5_OPCODE_NOP, 0, nullptr, 0, DAT_DTO_COOKIE{}, nullptr,
+                                               DAT_COMPLETION_DEFAULT_FLAG);
+        if (rc != DAT_SUCCESS) { // the send queue is full: the RMR is left unbound
+            forget();
+            ia->device->bind_failed(*rmr);
+            return rc;
         }
-        ia->device->bind_window(*rmr, nullptr, DAT_LMR_TRIPLET{}, DAT_MEM_PRIV_NONE_FLAG, nullptr);
-        return posted;
     }
     if (context)
         *context = unbind ? 0 : bound;
@@ -220,7 +225,7 @@ bool rmr_bind_completed(Ep* ep, Evd* evd, DAT_DTO_COMPLETION_STATUS status, DAT_
     Rmr* rmr = bind.rmr;
     rmr->bind_ep = nullptr;
     if (status != DAT_DTO_SUCCESS) { // flushed: the window is not bound after all
-        rmr->ia->device->bind_window(*rmr, nullptr, DAT_LMR_TRIPLET{}, DAT_MEM_PRIV_NONE_FLAG, nullptr);
+        rmr->ia->device->bind_failed(*rmr);
         release_binding(rmr);
     }
     if (status == DAT_DTO_SUCCESS && bind.suppress)

@@ -20,7 +20,9 @@ public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_RMR;
     Pz* pz = nullptr;
     DAT_RMR_SCOPE scope = DAT_RMR_SCOPE_PZ; // EP: usable only over the connection it was bound on
-    std::uint32_t window = 0;               // the device path's window (the softnic: its current key)
+    std::uint32_t window = 0;               // the softnic's window: its current key
+    void* device_window = nullptr;          // a verbs device's (ibv_mw)
+    void* device_region = nullptr;          // a verbs device's: the ibv_mr of the last bind
     // The current binding; lmr null while unbound.
     Lmr* lmr = nullptr;
     DAT_LMR_TRIPLET triplet{};

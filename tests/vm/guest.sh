@@ -379,7 +379,7 @@ fi
 # c.4 the gtest provider programs on the verbs IA (FASTDAPL_TEST_IA). Report
 # only: some tests still assume the software NIC (private data above 56
 # bytes, high watermarks, SRQ takes visible before completions are polled).
-for t in test_provider_api test_notification test_connection_models test_two_process test_srq; do
+for t in test_provider_api test_notification test_connection_models test_two_process test_srq test_rmr; do
     bin=$BUILD/tests/provider/$t
     [ -x "$bin" ] || continue
     over_budget ours-info "gtest $t" && continue

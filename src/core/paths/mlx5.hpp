@@ -49,6 +49,10 @@ public:
 
     DAT_RETURN resize_completions(Evd& evd, DAT_COUNT qlen) override;
     DAT_RETURN grow_srq(Srq& srq, DAT_COUNT qlen) override;
+    // The direct path writes the send queue itself: a bind through
+    // libibverbs would post behind its back. mlx5 bind WQEs are not
+    // written yet, so the direct path offers no windows.
+    DAT_COUNT max_rmrs() const override { return 0; }
 
     // Whether this build and `context`'s device can take the direct path
     // (FASTDAPL_MLX5_DIRECT=1, libmlx5, thread domains), and the data path

@@ -59,10 +59,12 @@ DAT_RETURN open_verbs(const std::string& name, std::uint8_t port, int family, st
         return error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     }
     bool mlx5 = false;
+    std::string driver;
     for (const verbs::PortInfo& p : verbs::discover_ports()) {
         if (p.device != name || p.port != port)
             continue;
         addr = family == AF_INET6 ? p.address6 : p.address;
+        driver = p.driver;
         specific = {{"FASTDAPL_DEVICE", p.device},
                     {"FASTDAPL_PORT", std::to_string(p.port)},
                     {"FASTDAPL_GID", p.gid},
@@ -87,7 +89,7 @@ DAT_RETURN open_verbs(const std::string& name, std::uint8_t port, int family, st
     if (mlx5)
         path = std::make_unique<Mlx5Path>(std::move(device));
     else
-        path = std::make_unique<VerbsPath>(PathKind::verbs, std::move(device));
+        path = std::make_unique<VerbsPath>(PathKind::verbs, std::move(device), driver);
     return DAT_SUCCESS;
 }
 

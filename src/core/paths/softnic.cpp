@@ -118,11 +118,13 @@ DAT_RETURN SoftnicPath::create_window(Rmr& rmr)
     return rmr.window ? static_cast<DAT_RETURN>(DAT_SUCCESS) : error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
 }
 
+// The memory table binds at once; the caller's NOP carries the completion.
 DAT_RETURN SoftnicPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range,
-                                    DAT_MEM_PRIV_FLAGS privileges, const Ep* scope_ep)
+                                    DAT_MEM_PRIV_FLAGS privileges, Ep& ep, bool& posted)
 {
+    posted = false;
     const std::uint32_t qpn =
-        scope_ep && scope_ep->queues ? static_cast<SoftnicEpQueues*>(scope_ep->queues)->qp->qpn() : 0;
+        rmr.scope == DAT_RMR_SCOPE_EP && ep.queues ? static_cast<SoftnicEpQueues*>(ep.queues)->qp->qpn() : 0;
     const std::uint32_t key =
         device_->memory().bind_window(rmr.window, lmr ? lmr->lmr_context : 0, range.virtual_address,
                                       range.segment_length, softnic_access(privileges), qpn);
@@ -131,6 +133,13 @@ DAT_RETURN SoftnicPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIP
     rmr.window = key;
     rmr.context = key;
     return DAT_SUCCESS;
+}
+
+void SoftnicPath::bind_failed(Rmr& rmr)
+{
+    if (const std::uint32_t key = device_->memory().bind_window(rmr.window, 0, 0, 0, 0, 0); key != 0)
+        rmr.window = key;
+    rmr.context = 0;
 }
 
 void SoftnicPath::destroy_window(Rmr& rmr)

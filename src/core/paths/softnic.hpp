@@ -77,7 +77,8 @@ public:
     DAT_COUNT max_rmrs() const override { return 1 << 20; }
     DAT_RETURN create_window(Rmr& rmr) override;
     DAT_RETURN bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
-                           const Ep* scope_ep) override;
+                           Ep& ep, bool& posted) override;
+    void bind_failed(Rmr& rmr) override;
     void destroy_window(Rmr& rmr) override;
 
     softnic::Device& device() { return *device_; }

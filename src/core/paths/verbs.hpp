@@ -84,7 +84,7 @@ public:
     // Opens the device and port of a verbs IA; the provider-specific
     // attributes name device, port and data path. `kind` is verbs, or mlx5
     // for the subclass.
-    VerbsPath(PathKind kind, std::unique_ptr<verbs::Device> device);
+    VerbsPath(PathKind kind, std::unique_ptr<verbs::Device> device, std::string driver = {});
     ~VerbsPath() override;
 
     std::unique_ptr<ConnectionManager> make_connections(Ia& ia) override;
@@ -106,6 +106,14 @@ public:
     DAT_RETURN grow_srq(Srq& srq, DAT_COUNT qlen) override;
     DAT_RETURN arm_srq_limit(Srq& srq, DAT_COUNT low_watermark, bool& below_now) override;
     void destroy_srq(Srq& srq) override;
+    // Memory windows: type 1 for PZ scope (ibv_bind_mw), type 2 for EP
+    // scope (IBV_WR_BIND_MW, LOCAL_INV to unbind), each bind a signalled
+    // request on the EP (its completion: kBindOperation).
+    DAT_COUNT max_rmrs() const override;
+    DAT_RETURN create_window(Rmr& rmr) override;
+    DAT_RETURN bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
+                           Ep& ep, bool& posted) override;
+    void destroy_window(Rmr& rmr) override;
 
     verbs::Device& device() { return *device_; }
     // Starts the device's event thread (async events, CNO-watched CQs).
@@ -123,6 +131,7 @@ protected:
     virtual DAT_RETURN make_srq_ring(Srq& srq, ibv_srq* s);
 
     std::unique_ptr<verbs::Device> device_;
+    std::string driver_; // the kernel driver ("rxe", "mlx5"), empty if unknown
     QpnTable eps_; // endpoints by queue pair number (24 bits)
 
 private:
@@ -135,6 +144,8 @@ private:
 // (bit 0 clear), or a receive's slot shifted left with bit 0 set. A
 // completion in error does not say its opcode, so the tag tells which.
 inline constexpr std::uint64_t kVerbsRecvTag = 1;
+// A request slot's operation for a memory-window bind (rmr.cpp reports it).
+inline constexpr std::uint32_t kBindOperation = 0xffffffffu;
 
 DAT_DTO_COMPLETION_STATUS status_of_wc(ibv_wc_status s);
 
