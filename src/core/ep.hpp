@@ -38,6 +38,10 @@ public:
     std::uint64_t connection_id = 0; // the CM's established connection, where it keeps one (rdma_cm)
     sockaddr_storage remote{};       // IPv4, or IPv6 on verbs IAs
     DAT_CONN_QUAL remote_port = 0;
+    // The last connection was this EP's own request (dat_ep_connect): its
+    // remote end is a service point that dat_ep_dup_connect can ask again.
+    bool connected_actively = false;
+    DAT_CONNECT_FLAGS connect_flags = DAT_CONNECT_DEFAULT_FLAG;
     // Receive watermarks (dat_ep_set_watermark; for an SRQ endpoint also
     // max_recv_dtos and srq_soft_hw at creation). DAT_WATERMARK_INFINITE: none.
     DAT_COUNT soft_watermark = DAT_WATERMARK_INFINITE;

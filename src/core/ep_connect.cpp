@@ -119,6 +119,8 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     cm::copy_address(ep->remote, remote);
     cm::set_port(ep->remote, cm::port_of_qualifier(qual));
     ep->remote_port = qual;
+    ep->connected_actively = true;
+    ep->connect_flags = flags;
     ep->state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
     const auto wait = timeout == DAT_TIMEOUT_INFINITE
@@ -178,6 +180,27 @@ void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const s
         break;
     }
     post_connection_event(ep, n, pdata.data(), size);
+}
+
+DAT_RETURN ep_dup_connect(DAT_EP_HANDLE handle, DAT_EP_HANDLE dup_handle, DAT_TIMEOUT timeout, DAT_COUNT pdata_size,
+                          const DAT_PVOID pdata, DAT_QOS qos)
+{
+    if (!from_handle<Ep>(handle))
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    Ep* dup = from_handle<Ep>(dup_handle);
+    if (!dup)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (dup->ia != from_handle<Ep>(handle)->ia)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (const DAT_EP_STATE s = dup->state.load(); s != DAT_EP_STATE_CONNECTED)
+        return error(DAT_INVALID_STATE, ep_state_subtype(s));
+    // The remote end of a connection this side accepted is the peer's
+    // endpoint, not a service point: nothing to connect to again.
+    if (!dup->connected_actively)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    sockaddr_storage remote = dup->remote;
+    return ep_connect(handle, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&remote), dup->remote_port, timeout, pdata_size,
+                      pdata, qos, dup->connect_flags);
 }
 
 DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)

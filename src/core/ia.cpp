@@ -193,6 +193,19 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
     return DAT_SUCCESS;
 }
 
+// No connection of this provider moves from one IA to another (there is no
+// failover), so an IA is related for high availability only to itself.
+DAT_RETURN ia_ha_related(DAT_IA_HANDLE handle, const DAT_NAME_PTR other, DAT_BOOLEAN* related)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    if (!other || !related)
+        return error(DAT_INVALID_PARAMETER, !other ? DAT_INVALID_ARG2 : DAT_INVALID_ARG3);
+    *related = ia->name == other ? DAT_TRUE : DAT_FALSE;
+    return DAT_SUCCESS;
+}
+
 void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
 {
     std::memset(a, 0, sizeof *a);

@@ -15,17 +15,12 @@
 
 namespace fastdapl::core {
 
-void cm_request(Ia* ia, const IncomingRequest& r)
+namespace {
+
+// A request for `psp` becomes a CR and its event on the PSP's EVD (the
+// IA's cm_mutex held); refused when none can be made or the EVD is full.
+void deliver_request(Ia* ia, Psp* psp, const IncomingRequest& r)
 {
-    Psp* psp = nullptr;
-    std::lock_guard lock(ia->cm_mutex); // the PSP cannot be freed under us
-    if (auto it = ia->listeners.find(r.listener); it != ia->listeners.end())
-        psp = it->second;
-    // An RSP takes one request; later ones are refused as if nobody listened.
-    if (!psp || (psp->reserved_ep && psp->fired.exchange(true))) {
-        ia->cm->refuse(r.id, Refusal::no_listener);
-        return;
-    }
     Cr* cr = make_object<Cr>();
     if (!cr) {
         ia->cm->refuse(r.id, Refusal::full);
@@ -64,6 +59,28 @@ void cm_request(Ia* ia, const IncomingRequest& r)
         ia->cm->refuse(r.id, Refusal::full);
         destroy_object(cr);
     }
+}
+
+// An RSP takes one request: false (and it is refused as if nobody
+// listened) when this one is not the first.
+bool takes_request(Psp* psp)
+{
+    return !(psp->reserved_ep && psp->fired.exchange(true));
+}
+
+} // namespace
+
+void cm_request(Ia* ia, const IncomingRequest& r)
+{
+    Psp* psp = nullptr;
+    std::lock_guard lock(ia->cm_mutex); // the PSP cannot be freed under us
+    if (auto it = ia->listeners.find(r.listener); it != ia->listeners.end())
+        psp = it->second;
+    if (!psp || !takes_request(psp)) {
+        ia->cm->refuse(r.id, Refusal::no_listener);
+        return;
+    }
+    deliver_request(ia, psp, r);
 }
 
 namespace {
@@ -317,6 +334,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
     Ia* ia = cr->ia;
     ep->remote = cr->remote;
     ep->remote_port = cm::port_of(cr->remote);
+    ep->connected_actively = false;
     ep->state = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
     {
@@ -338,6 +356,56 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
     return DAT_SUCCESS;
 }
 
+namespace {
+
+// The endpoint a request named goes back: a provider-made one to the
+// provider (freed), an RSP's to the consumer (unconnected again).
+void give_back_endpoint(Cr* cr)
+{
+    if (cr->ep && cr->provider_ep) {
+        cr->ep->state = DAT_EP_STATE_UNCONNECTED;
+        ep_free(cr->ep);
+    } else if (cr->ep) {
+        DAT_EP_STATE s = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
+        if (!cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONNECTED)) {
+            s = DAT_EP_STATE_UNCONFIGURED_PASSIVE;
+            cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONFIGURED_UNCONNECTED);
+        }
+    }
+    cr->ep = nullptr;
+}
+
+} // namespace
+
+DAT_RETURN cr_handoff(DAT_CR_HANDLE handle, DAT_CONN_QUAL handoff)
+{
+    Cr* cr = from_handle<Cr>(handle);
+    if (!cr)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
+    Ia* ia = cr->ia;
+    IncomingRequest r;
+    r.id = cr->request_id;
+    r.remote = cr->remote;
+    r.conn_qual = handoff;
+    r.private_data.assign(cr->private_data, cr->private_data + cr->private_data_size);
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        // Another service point of this IA listening on that qualifier.
+        Psp* target = nullptr;
+        for (const auto& [id, sp] : ia->listeners)
+            if (sp->conn_qual == handoff && sp != cr->psp)
+                target = sp;
+        if (!target)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+        if (!takes_request(target))
+            return error(DAT_INVALID_STATE, DAT_NO_SUBTYPE); // an RSP that took its one request
+        deliver_request(ia, target, r);
+    }
+    give_back_endpoint(cr); // outside the CM lock: freeing an endpoint takes the IA's
+    destroy_object(cr); // the consumer's CR is gone; the target's EVD has a new one
+    return DAT_SUCCESS;
+}
+
 DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID pdata)
 {
     Cr* cr = from_handle<Cr>(handle);
@@ -347,16 +415,7 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
     cr->ia->cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
-    if (cr->ep && cr->provider_ep) { // the provider's endpoint goes back to the provider
-        cr->ep->state = DAT_EP_STATE_UNCONNECTED;
-        ep_free(cr->ep);
-    } else if (cr->ep) { // an RSP's endpoint goes back to the consumer
-        DAT_EP_STATE s = DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;
-        if (!cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONNECTED)) {
-            s = DAT_EP_STATE_UNCONFIGURED_PASSIVE;
-            cr->ep->state.compare_exchange_strong(s, DAT_EP_STATE_UNCONFIGURED_UNCONNECTED);
-        }
-    }
+    give_back_endpoint(cr);
     destroy_object(cr);
     return DAT_SUCCESS;
 }

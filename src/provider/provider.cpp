@@ -108,10 +108,10 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.cno_query_func = &cno_query;
     t.cno_free_func = &cno_free;
     t.cno_wait_func = &cno_wait;
-    FASTDAPL_LATER(cr_handoff_func);
+    t.cr_handoff_func = &cr_handoff;
     t.evd_modify_cno_func = &evd_modify_cno;
     t.ep_modify_func = &ep_modify;
-    FASTDAPL_LATER(ep_dup_connect_func);
+    t.ep_dup_connect_func = &ep_dup_connect;
     t.rmr_create_func = &rmr_create;
     t.rmr_query_func = &rmr_query;
     t.rmr_bind_func = &rmr_bind;
@@ -137,7 +137,7 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     FASTDAPL_LATER(ep_post_rdma_read_to_rmr_func);
     t.cno_fd_create_func = &cno_fd_create;
     t.cno_trigger_func = &cno_trigger;
-    FASTDAPL_LATER(ia_ha_related_func);
+    t.ia_ha_related_func = &ia_ha_related;
     t.handle_extendedop_func = [](DAT_HANDLE, DAT_EXTENDED_OP, va_list) { return not_supported(); };
 }
 

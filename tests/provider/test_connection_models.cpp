@@ -6,6 +6,8 @@
 #include "connect_through_psp.hpp"
 
 #include <dat2/udat.h>
+// after udat.h, which it needs first
+#include <dat2/dat_registry.h>
 
 #include "test_ia.hpp"
 
@@ -860,6 +862,73 @@ TEST_F(Models, QosValuesAndMultipathRequestsConnect)
     ASSERT_EQ(dat_ep_query(a, DAT_EP_FIELD_ALL, &param), kOk);
     EXPECT_EQ(param.ep_attr.qos, DAT_QOS_PREMIUM);
     ASSERT_EQ(dat_psp_free(psp), kOk);
+}
+
+// dat_ep_dup_connect asks the service point a connected EP asked; a CR
+// handed off reaches another service point of the IA as a new CR.
+TEST_F(Models, DupConnectAndCrHandoff)
+{
+    DAT_CONN_QUAL qual = 0, other_qual = 0;
+    DAT_PSP_HANDLE psp, other;
+    DAT_EVD_HANDLE other_evd;
+    ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &other_evd), kOk);
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_psp_create_any(ia, &other_qual, other_evd, DAT_PSP_CONSUMER_FLAG, &other), kOk);
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a), b = make_ep(dto_b, conn_b);
+    DAT_EP_HANDLE c = make_ep(dto_a, conn_a), d = make_ep(dto_b, conn_b);
+    EXPECT_EQ(type_of(dat_ep_dup_connect(c, a, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT)), t(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_ep_dup_connect(c, pz, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT)), t(DAT_INVALID_HANDLE));
+    ASSERT_EQ(dat_ep_connect(a, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e = next(cr_evd);
+    DAT_CR_HANDLE cr = e.event_data.cr_arrival_event_data.cr_handle;
+    // Handed off to a qualifier nobody listens on: refused, the CR stays.
+    EXPECT_EQ(type_of(dat_cr_handoff(cr, other_qual + 1)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_cr_handoff(pz, other_qual)), t(DAT_INVALID_HANDLE));
+    ASSERT_EQ(dat_cr_handoff(cr, other_qual), kOk);
+    EXPECT_EQ(type_of(dat_cr_accept(cr, b, 0, nullptr)), t(DAT_INVALID_HANDLE)); // consumed
+    e = next(other_evd);
+    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    EXPECT_EQ(e.event_data.cr_arrival_event_data.sp_handle.psp_handle, other);
+    EXPECT_EQ(e.event_data.cr_arrival_event_data.conn_qual, other_qual);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+
+    // The passive side's remote end is no service point; the active side's is.
+    EXPECT_EQ(type_of(dat_ep_dup_connect(c, b, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT)), t(DAT_INVALID_PARAMETER));
+    const char hello[] = "again";
+    ASSERT_EQ(dat_ep_dup_connect(c, a, kWait, sizeof hello, const_cast<char*>(hello), DAT_QOS_BEST_EFFORT), kOk);
+    e = next(cr_evd);
+    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    EXPECT_EQ(e.event_data.cr_arrival_event_data.sp_handle.psp_handle, psp);
+    DAT_CR_PARAM crp{};
+    ASSERT_EQ(dat_cr_query(e.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &crp), kOk);
+    ASSERT_EQ(crp.private_data_size, static_cast<DAT_COUNT>(sizeof hello));
+    EXPECT_EQ(std::memcmp(crp.private_data, hello, sizeof hello), 0);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, d, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    DAT_EP_PARAM param{};
+    ASSERT_EQ(dat_ep_query(c, DAT_EP_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.remote_port_qual, qual);
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+    ASSERT_EQ(dat_psp_free(other), kOk);
+}
+
+// High availability: connections never move between IAs here, so two
+// different IAs are not related (and an IA is related to itself).
+TEST_F(Models, DifferentIasAreNotHaRelated)
+{
+    DAT_IA_HANDLE second;
+    DAT_EVD_HANDLE second_async;
+    ASSERT_EQ(dat_ia_open(const_cast<char*>("fastdapl-tcp-b"), 8, &second_async, &second), kOk);
+    DAT_HA_RELATIONSHIP rel = DAT_HA_UNKNOWN;
+    ASSERT_EQ(dat_registry_providers_related(test_ia_name(), const_cast<char*>("fastdapl-tcp-b"), &rel), kOk);
+    EXPECT_EQ(rel, DAT_HA_FALSE);
+    ASSERT_EQ(dat_registry_providers_related(test_ia_name(), test_ia_name(), &rel), kOk);
+    EXPECT_EQ(rel, DAT_HA_TRUE);
+    EXPECT_EQ(dat_ia_close(second, DAT_CLOSE_ABRUPT_FLAG), kOk);
 }
 
 TEST_F(Models, ServicePointAndRequestErrors)
