@@ -30,6 +30,9 @@ struct PendingBind {
 // Binds are rare: one lock and a map for every EP's queue of them.
 std::mutex g_binds_mutex;
 std::map<const Ep*, std::deque<PendingBind>> g_binds;
+// Bound RMRs by their IA and context, for dat_ep_post_rdma_read_to_rmr
+// (g_binds_mutex).
+std::map<std::pair<const Ia*, DAT_RMR_CONTEXT>, Rmr*> g_bound;
 
 constexpr DAT_MEM_PRIV_FLAGS kRemoteRights =
     static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
@@ -61,12 +64,15 @@ DAT_RETURN rmr_create_common(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE* out, DAT_R
     return DAT_SUCCESS;
 }
 
-// The RMR's binding ends (an unbind, a failed bind, free).
+// The RMR's binding ends (an unbind, a failed bind, free; g_binds_mutex held).
 void release_binding(Rmr* rmr)
 {
-    if (rmr->lmr)
+    if (rmr->lmr) {
         --rmr->lmr->users;
+        g_bound.erase({rmr->ia, rmr->context});
+    }
     rmr->lmr = nullptr;
+    rmr->bound_on = nullptr;
     rmr->triplet = {};
     rmr->privileges = DAT_MEM_PRIV_NONE_FLAG;
 }
@@ -194,6 +200,11 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
         return rc;
     }
     const DAT_RMR_CONTEXT bound = rmr->context;
+    if (!unbind) {
+        std::lock_guard lock(g_binds_mutex);
+        rmr->bound_on = ep;
+        g_bound[{ia, bound}] = rmr;
+    }
     if (!posted) {
         // The completion: a NOP request in order with the EP's others,
         // always signalled so that it finds its bind.
@@ -225,8 +236,8 @@ bool rmr_bind_completed(Ep* ep, Evd* evd, DAT_DTO_COMPLETION_STATUS status, DAT_
     Rmr* rmr = bind.rmr;
     rmr->bind_ep = nullptr;
     if (status != DAT_DTO_SUCCESS) { // flushed: the window is not bound after all
+        release_binding(rmr); // first: it forgets the context bind_failed clears
         rmr->ia->device->bind_failed(*rmr);
-        release_binding(rmr);
     }
     if (status == DAT_DTO_SUCCESS && bind.suppress)
         return false;
@@ -261,8 +272,45 @@ void destroy_rmr(Rmr* rmr)
                     if (b.rmr == rmr)
                         b.rmr = nullptr;
     }
+    {
+        std::lock_guard lock(g_binds_mutex);
+        if (rmr->lmr)
+            g_bound.erase({rmr->ia, rmr->context});
+    }
     rmr->ia->device->destroy_window(*rmr);
     destroy_object(rmr);
+}
+
+DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE handle, const DAT_RMR_TRIPLET* local, DAT_DTO_COOKIE cookie,
+                                    const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (!local)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    // The target is an RMR of ours: it is read into through the region it is
+    // bound to, so the LMR's context never goes on the wire. It must be
+    // bound in the EP's PZ (and, if EP-scoped, on this EP), give remote
+    // write, and cover the range.
+    DAT_LMR_TRIPLET target{};
+    {
+        std::lock_guard lock(g_binds_mutex);
+        auto it = g_bound.find({ep->ia, local->rmr_context});
+        if (it == g_bound.end())
+            return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
+        const Rmr* rmr = it->second;
+        if (rmr->pz != ep->pz || (rmr->scope == DAT_RMR_SCOPE_EP && rmr->bound_on != ep))
+            return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
+        if (!(rmr->privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG))
+            return error(DAT_PRIVILEGES_VIOLATION, DAT_NO_SUBTYPE);
+        const std::uint64_t start = rmr->triplet.virtual_address, size = rmr->triplet.segment_length;
+        const std::uint64_t addr = local->virtual_address, length = local->segment_length;
+        if (addr < start || length > size || addr - start > size - length)
+            return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
+        target = {addr, local->segment_length, rmr->lmr->lmr_context};
+    }
+    return ep_post_rdma_read(handle, 1, &target, cookie, remote, flags);
 }
 
 DAT_RETURN rmr_free(DAT_RMR_HANDLE handle)
@@ -271,7 +319,10 @@ DAT_RETURN rmr_free(DAT_RMR_HANDLE handle)
     if (!rmr)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_RMR);
     // Unbound first (the window and its key go with it).
-    release_binding(rmr);
+    {
+        std::lock_guard lock(g_binds_mutex);
+        release_binding(rmr);
+    }
     --rmr->pz->users;
     rmr->ia->forget(rmr);
     destroy_rmr(rmr);

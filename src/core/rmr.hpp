@@ -29,7 +29,8 @@ public:
     DAT_MEM_PRIV_FLAGS privileges = DAT_MEM_PRIV_NONE_FLAG;
     DAT_VA_TYPE va_type = DAT_VA_TYPE_VA;
     DAT_RMR_CONTEXT context = 0;
-    Ep* bind_ep = nullptr; // the EP of a bind not yet completed
+    Ep* bind_ep = nullptr;  // the EP of a bind not yet completed
+    Ep* bound_on = nullptr; // the EP of the current binding
 };
 
 // The completion of a bind posted on `ep` (the reaper, `evd`'s lock held):

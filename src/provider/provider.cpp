@@ -134,7 +134,7 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     FASTDAPL_LATER(ep_common_connect_func);
     t.rmr_create_for_ep_func = &rmr_create_for_ep;
     FASTDAPL_LATER(ep_post_send_with_invalidate_func);
-    FASTDAPL_LATER(ep_post_rdma_read_to_rmr_func);
+    t.ep_post_rdma_read_to_rmr_func = &ep_post_rdma_read_to_rmr;
     t.cno_fd_create_func = &cno_fd_create;
     t.cno_trigger_func = &cno_trigger;
     t.ia_ha_related_func = &ia_ha_related;

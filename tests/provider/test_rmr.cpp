@@ -341,4 +341,48 @@ TEST_F(Rmrs, BindOnADisconnectedEndpointIsFlushed)
     EXPECT_EQ(dat_lmr_free(lmr), kOk);
 }
 
+// An RDMA read into a local RMR: the bytes land through the region the RMR
+// is bound to, within its range, if it gives remote write.
+TEST_F(Rmrs, RdmaReadIntoAnRmr)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_RMR_HANDLE source, target, read_only;
+    ASSERT_EQ(dat_rmr_create(pz, &source), kOk);
+    ASSERT_EQ(dat_rmr_create(pz, &target), kOk);
+    ASSERT_EQ(dat_rmr_create(pz, &read_only), kOk);
+    const DAT_RMR_CONTEXT from = bind(source, b, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_READ_FLAG, 1);
+    const DAT_RMR_CONTEXT into = bind(target, a, dto_a, piece(16384, 512), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 2);
+    const DAT_RMR_CONTEXT no_write = bind(read_only, a, dto_a, piece(20000, 512), DAT_MEM_PRIV_REMOTE_READ_FLAG, 3);
+    std::memcpy(buffer.data() + 8192, "read into an rmr", 16);
+    const DAT_RMR_TRIPLET remote{reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 16, from};
+    const DAT_RMR_TRIPLET local{reinterpret_cast<DAT_VADDR>(buffer.data() + 16384 + 10), 16, into};
+    ASSERT_EQ(dat_ep_post_rdma_read_to_rmr(a, &local, DAT_DTO_COOKIE{.as_64 = 44}, &remote,
+                                           DAT_COMPLETION_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e = next(dto_a);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 44u);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RDMA_READ);
+    EXPECT_EQ(std::string(buffer.data() + 16384 + 10, 16), "read into an rmr");
+
+    const auto refused = [&](DAT_RMR_TRIPLET into_local) {
+        return type_of(dat_ep_post_rdma_read_to_rmr(a, &into_local, DAT_DTO_COOKIE{}, &remote,
+                                                    DAT_COMPLETION_DEFAULT_FLAG));
+    };
+    EXPECT_EQ(refused({local.virtual_address, 16, into ^ 0x1000}), t(DAT_PROTECTION_VIOLATION)); // no such RMR
+    EXPECT_EQ(refused({local.virtual_address + 500, 16, into}), t(DAT_PROTECTION_VIOLATION)); // past its end
+    EXPECT_EQ(refused({reinterpret_cast<DAT_VADDR>(buffer.data() + 20000), 16, no_write}),
+              t(DAT_PRIVILEGES_VIOLATION));
+    EXPECT_EQ(type_of(dat_ep_post_rdma_read_to_rmr(a, nullptr, DAT_DTO_COOKIE{}, &remote, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ep_post_rdma_read_to_rmr(pz, &local, DAT_DTO_COOKIE{}, &remote, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_HANDLE));
+    // Freed, its context names nothing.
+    ASSERT_EQ(dat_rmr_free(target), kOk);
+    EXPECT_EQ(refused(local), t(DAT_PROTECTION_VIOLATION));
+}
+
 } // namespace
