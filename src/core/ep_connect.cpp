@@ -182,6 +182,22 @@ void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const s
     post_connection_event(ep, n, pdata.data(), size);
 }
 
+// The socket-style connect to a CSP: the remote address carries the port
+// the CSP listens on, which is its qualifier.
+DAT_RETURN ep_common_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_TIMEOUT timeout,
+                             DAT_COUNT pdata_size, const DAT_PVOID pdata)
+{
+    if (!from_handle<Ep>(handle))
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    sockaddr_storage where{};
+    if (!remote || !cm::copy_address(where, remote))
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+    const DAT_CONN_QUAL port = cm::port_of(where);
+    if (port == 0)
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_MALFORMED);
+    return ep_connect(handle, remote, port, timeout, pdata_size, pdata, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+}
+
 DAT_RETURN ep_dup_connect(DAT_EP_HANDLE handle, DAT_EP_HANDLE dup_handle, DAT_TIMEOUT timeout, DAT_COUNT pdata_size,
                           const DAT_PVOID pdata, DAT_QOS qos)
 {

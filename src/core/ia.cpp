@@ -141,6 +141,9 @@ void destroy_any(Object* o)
     case DAT_HANDLE_TYPE_RSP:
         destroy_psp(static_cast<Rsp*>(o));
         break;
+    case DAT_HANDLE_TYPE_CSP:
+        destroy_psp(static_cast<Csp*>(o));
+        break;
     case DAT_HANDLE_TYPE_SRQ:
         destroy_srq(static_cast<Srq*>(o));
         break;

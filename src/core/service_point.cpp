@@ -86,7 +86,7 @@ void cm_request(Ia* ia, const IncomingRequest& r)
 namespace {
 
 DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HANDLE evd_handle, DAT_PSP_FLAGS flags,
-                             DAT_PSP_HANDLE* out, Ep* reserved_ep = nullptr)
+                             DAT_PSP_HANDLE* out, Ep* reserved_ep = nullptr, Csp* csp = nullptr)
 {
     Evd* evd = from_handle<Evd>(evd_handle);
     if (!evd || !(evd->flags & DAT_EVD_CR_FLAG) || evd->ia != ia)
@@ -97,7 +97,7 @@ DAT_RETURN psp_create_common(Ia* ia, DAT_CONN_QUAL* qual, bool any, DAT_EVD_HAND
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
     if (!any && *qual == 0)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2); // 0 names no port (cm::port_of_qualifier)
-    Psp* psp = reserved_ep ? make_object<Rsp>() : make_object<Psp>();
+    Psp* psp = csp ? csp : reserved_ep ? make_object<Rsp>() : make_object<Psp>();
     if (!psp)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     psp->provider = ia->provider;
@@ -260,6 +260,75 @@ DAT_RETURN rsp_free(DAT_RSP_HANDLE handle)
     rsp->ia->forget(rsp);
     --rsp->evd->users;
     destroy_psp(rsp);
+    return DAT_SUCCESS;
+}
+
+// A CSP: the address's family must be the IA's and its host the IA's (or
+// the wildcard); the comm a TCP stream socket of that family.
+DAT_RETURN csp_create(DAT_IA_HANDLE handle, DAT_COMM* comm, DAT_IA_ADDRESS_PTR address, DAT_EVD_HANDLE evd,
+                      DAT_CSP_HANDLE* out)
+{
+    Ia* ia = from_handle<Ia>(handle);
+    if (!ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    if (!comm || !address || !out)
+        return error(DAT_INVALID_PARAMETER, !comm ? DAT_INVALID_ARG2 : !address ? DAT_INVALID_ARG3 : DAT_INVALID_ARG5);
+    if (comm->domain != ia->address.ss_family || comm->type != SOCK_STREAM ||
+        (comm->protocol != 0 && comm->protocol != IPPROTO_TCP))
+        return error(DAT_MODEL_NOT_SUPPORTED); // connections here are reliable streams of the IA's family
+    sockaddr_storage where{};
+    if (!cm::copy_address(where, address) || where.ss_family != ia->address.ss_family)
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+    DAT_CONN_QUAL qual = cm::port_of(where);
+    if (qual == 0)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // the address names the port to listen on
+    sockaddr_storage host = where;
+    cm::set_port(host, 0);
+    sockaddr_storage any{};
+    any.ss_family = where.ss_family;
+    sockaddr_storage ours = ia->address;
+    cm::set_port(ours, 0);
+    if (std::memcmp(&host, &ours, cm::address_size(host.ss_family)) != 0 &&
+        std::memcmp(&host, &any, cm::address_size(host.ss_family)) != 0)
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE); // not this IA's address
+    // What psp_create_common checks before it takes the object: here, so
+    // that it never has to drop one it was handed.
+    if (Evd* e = from_handle<Evd>(evd); !e || !(e->flags & DAT_EVD_CR_FLAG) || e->ia != ia)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
+    Csp* csp = make_object<Csp>();
+    if (!csp)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    csp->comm = *comm;
+    csp->address = where;
+    return psp_create_common(ia, &qual, false, evd, DAT_PSP_CONSUMER_FLAG, out, nullptr, csp);
+}
+
+DAT_RETURN csp_query(DAT_CSP_HANDLE handle, DAT_CSP_PARAM_MASK mask, DAT_CSP_PARAM* p)
+{
+    Csp* csp = from_handle<Csp>(handle);
+    if (!csp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CSP);
+    if (mask & ~DAT_CSP_FIELD_ALL)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (mask && !p)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (mask) {
+        p->ia_handle = consumer_handle(csp->ia);
+        p->comm = &csp->comm;
+        p->address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&csp->address);
+        p->evd_handle = csp->evd;
+    }
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN csp_free(DAT_CSP_HANDLE handle)
+{
+    Csp* csp = from_handle<Csp>(handle);
+    if (!csp)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CSP);
+    csp->ia->forget(csp);
+    --csp->evd->users;
+    destroy_psp(csp);
     return DAT_SUCCESS;
 }
 

@@ -38,6 +38,15 @@ public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_RSP;
 };
 
+// A CSP (dat_csp_create) is a PSP named by a socket address: it listens on
+// the address's port as a qualifier, for dat_ep_common_connect.
+class Csp : public Psp {
+public:
+    static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_CSP;
+    DAT_COMM comm{};
+    sockaddr_storage address{};
+};
+
 class Cr : public Object {
 public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_CR;

@@ -128,10 +128,10 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.srq_query_func = &srq_query;
     t.srq_resize_func = &srq_resize;
     t.srq_set_lw_func = &srq_set_lw;
-    FASTDAPL_LATER(csp_create_func);
-    FASTDAPL_LATER(csp_query_func);
-    FASTDAPL_LATER(csp_free_func);
-    FASTDAPL_LATER(ep_common_connect_func);
+    t.csp_create_func = &csp_create;
+    t.csp_query_func = &csp_query;
+    t.csp_free_func = &csp_free;
+    t.ep_common_connect_func = &ep_common_connect;
     t.rmr_create_for_ep_func = &rmr_create_for_ep;
     FASTDAPL_LATER(ep_post_send_with_invalidate_func);
     t.ep_post_rdma_read_to_rmr_func = &ep_post_rdma_read_to_rmr;

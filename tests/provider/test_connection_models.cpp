@@ -935,6 +935,73 @@ TEST_F(Models, DifferentIasAreNotHaRelated)
     EXPECT_EQ(dat_ia_close(second, DAT_CLOSE_ABRUPT_FLAG), kOk);
 }
 
+// A CSP listens on a socket address (the port is its qualifier);
+// dat_ep_common_connect connects to one by address alone.
+TEST_F(Models, CommonServicePointAndCommonConnect)
+{
+    DAT_CONN_QUAL free_port = 0;
+    DAT_PSP_HANDLE probe;
+    ASSERT_EQ(dat_psp_create_any(ia, &free_port, cr_evd, DAT_PSP_CONSUMER_FLAG, &probe), kOk);
+    ASSERT_EQ(dat_psp_free(probe), kOk);
+    sockaddr_storage where{};
+    std::memcpy(&where, address, address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+    const auto set_port = [](sockaddr_storage& a, DAT_CONN_QUAL port) {
+        if (a.ss_family == AF_INET6)
+            reinterpret_cast<sockaddr_in6&>(a).sin6_port = htons(static_cast<std::uint16_t>(port));
+        else
+            reinterpret_cast<sockaddr_in&>(a).sin_port = htons(static_cast<std::uint16_t>(port));
+    };
+    auto* at = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&where);
+    DAT_COMM comm{where.ss_family, SOCK_STREAM, 0};
+    DAT_CSP_HANDLE csp;
+    set_port(where, 0);
+    EXPECT_EQ(type_of(dat_csp_create(ia, &comm, at, cr_evd, &csp)), t(DAT_INVALID_PARAMETER)); // no port
+    set_port(where, free_port);
+    DAT_COMM datagram{where.ss_family, SOCK_DGRAM, 0};
+    EXPECT_EQ(type_of(dat_csp_create(ia, &datagram, at, cr_evd, &csp)), t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_csp_create(ia, nullptr, at, cr_evd, &csp)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_csp_create(ia, &comm, nullptr, cr_evd, &csp)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_csp_create(ia, &comm, at, conn_a, &csp)), t(DAT_INVALID_HANDLE));
+    if (where.ss_family == AF_INET) { // an address that is not the IA's
+        sockaddr_in elsewhere{};
+        elsewhere.sin_family = AF_INET;
+        elsewhere.sin_addr.s_addr = htonl(0x0a090909);
+        elsewhere.sin_port = htons(static_cast<std::uint16_t>(free_port));
+        EXPECT_EQ(type_of(dat_csp_create(ia, &comm, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&elsewhere), cr_evd, &csp)),
+                  t(DAT_INVALID_ADDRESS));
+    }
+    ASSERT_EQ(dat_csp_create(ia, &comm, at, cr_evd, &csp), kOk);
+    DAT_HANDLE_TYPE type;
+    ASSERT_EQ(dat_get_handle_type(csp, &type), kOk);
+    EXPECT_EQ(type, DAT_HANDLE_TYPE_CSP);
+    DAT_CSP_PARAM param{};
+    ASSERT_EQ(dat_csp_query(csp, DAT_CSP_FIELD_ALL, &param), kOk);
+    EXPECT_EQ(param.evd_handle, cr_evd);
+    ASSERT_NE(param.comm, nullptr);
+    EXPECT_EQ(param.comm->type, SOCK_STREAM);
+    EXPECT_EQ(std::memcmp(param.address_ptr, &where, sizeof(sockaddr_in)), 0);
+    EXPECT_EQ(type_of(dat_csp_query(csp, DAT_CSP_FIELD_ALL, nullptr)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_psp_free(csp)), t(DAT_INVALID_HANDLE)); // a CSP is not a PSP
+    DAT_CSP_HANDLE again;
+    EXPECT_EQ(type_of(dat_csp_create(ia, &comm, at, cr_evd, &again)), t(DAT_CONN_QUAL_IN_USE));
+
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a), b = make_ep(dto_b, conn_b);
+    sockaddr_storage no_port = where;
+    set_port(no_port, 0);
+    EXPECT_EQ(type_of(dat_ep_common_connect(a, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&no_port), kWait, 0, nullptr)),
+              t(DAT_INVALID_ADDRESS));
+    ASSERT_EQ(dat_ep_common_connect(a, at, kWait, 0, nullptr), kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    EXPECT_EQ(e.event_data.cr_arrival_event_data.sp_handle.csp_handle, csp);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    EXPECT_EQ(type_of(dat_evd_free(cr_evd)), t(DAT_INVALID_STATE)); // the CSP reports there
+    ASSERT_EQ(dat_csp_free(csp), kOk);
+    EXPECT_EQ(type_of(dat_csp_free(csp)), t(DAT_INVALID_HANDLE));
+}
+
 TEST_F(Models, ServicePointAndRequestErrors)
 {
     DAT_CONN_QUAL qual = 0;

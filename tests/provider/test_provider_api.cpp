@@ -480,11 +480,10 @@ TEST_F(Provider, WaitThresholdTimeoutWakeAndWaiterRules)
 
 TEST_F(Provider, CallsOfLaterWorkAreModelNotSupported)
 {
-    DAT_EVD_HANDLE cr_evd;
-    ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), kOk);
-    DAT_COMM comm{};
-    DAT_CSP_HANDLE csp;
-    const DAT_RETURN rc = dat_csp_create(ia, &comm, nullptr, cr_evd, &csp); // common service points: not yet
+    DAT_EP_HANDLE ep;
+    ASSERT_EQ(dat_ep_create(ia, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &ep), kOk);
+    const DAT_RETURN rc = dat_ep_post_send_with_invalidate(ep, 0, nullptr, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG,
+                                                           DAT_TRUE, 1); // not yet
     EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
     EXPECT_NE(rc & DAT_CLASS_ERROR, 0u);
 }
