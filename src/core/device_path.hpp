@@ -127,6 +127,10 @@ namespace fastdapl::core {
 // for an rdma-core port (the mlx5 kind where chosen), else the softnic on
 // an interface or IPv4 address. Also the IA's address and the
 // provider-specific attributes that say which device and path it took.
+// Whether [addr, addr+length) is mapped throughout, and shared (MAP_SHARED,
+// as DAT_MEM_TYPE_SHARED_VIRTUAL memory must be), in this process.
+bool memory_is_shared(std::uint64_t addr, std::uint64_t length);
+
 DAT_RETURN open_device_path(const std::string& ia_params, std::unique_ptr<DevicePath>& path, sockaddr_storage& address,
                             std::vector<std::pair<std::string, std::string>>& specific);
 

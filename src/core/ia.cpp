@@ -257,7 +257,8 @@ void fill_provider_attr(Ia* ia, DAT_PROVIDER_ATTR* p)
     attr.provider_version_minor = kProviderMinor;
     attr.dapl_version_major = DAT_VERSION_MAJOR;
     attr.dapl_version_minor = DAT_VERSION_MINOR;
-    attr.lmr_mem_types_supported = static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR);
+    attr.lmr_mem_types_supported =
+        static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL);
     attr.iov_ownership_on_return = DAT_IOV_CONSUMER;
     // Every QoS value is taken; none changes how a connection is carried.
     attr.dat_qos_supported = static_cast<DAT_QOS>(kAllQos);

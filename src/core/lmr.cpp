@@ -3,6 +3,8 @@
 // Copyright (c) 2026 the fastdapl authors
 #include "lmr.hpp"
 
+#include <cstring>
+
 #include "api.hpp"
 #include "ia.hpp"
 #include "pz.hpp"
@@ -50,8 +52,22 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
         addr = base->address;
         length = base->length;
         break;
-    case DAT_MEM_TYPE_SHARED_VIRTUAL:
-        return error(DAT_MODEL_NOT_SUPPORTED);
+    case DAT_MEM_TYPE_SHARED_VIRTUAL: {
+        // Memory the platform made shared (MAP_SHARED), named by a 40-byte
+        // cookie every consumer sharing it passes; registered like virtual
+        // memory, the cookie kept for dat_lmr_query.
+        const DAT_SHARED_MEMORY& shared = region.for_shared_memory;
+        if (length == 0)
+            return error(DAT_LENGTH_ERROR);
+        if (!shared.virtual_address || !shared.shared_memory_id)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+        addr = reinterpret_cast<std::uintptr_t>(shared.virtual_address);
+        if (addr + length < addr)
+            return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+        if (!memory_is_shared(addr, length))
+            return error(DAT_INVALID_STATE, DAT_NO_SUBTYPE); // not created shared by the platform
+        break;
+    }
     default:
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     }
@@ -63,8 +79,12 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
     lmr->pz = pz;
     lmr->mem_type = type;
     lmr->region = base ? region : DAT_REGION_DESCRIPTION{};
-    if (!base)
+    if (type == DAT_MEM_TYPE_SHARED_VIRTUAL) { // the cookie is copied: the consumer's may not live on
+        std::memcpy(lmr->shared_id, *region.for_shared_memory.shared_memory_id, sizeof lmr->shared_id);
+        lmr->region.for_shared_memory = {reinterpret_cast<DAT_PVOID>(addr), &lmr->shared_id};
+    } else if (!base) {
         lmr->region.for_va = reinterpret_cast<DAT_PVOID>(addr);
+    }
     lmr->address = addr;
     lmr->length = length;
     lmr->privileges = privileges;

@@ -23,6 +23,7 @@ public:
     DAT_RMR_CONTEXT rmr_context = 0; // 0 without remote rights
     void* device_mr = nullptr;       // the device path's registration, if it keeps one
     std::atomic<int> users{0};       // RMRs bound to it, LMRs registered on top of it
+    char shared_id[DAT_LMR_COOKIE_SIZE] = {}; // DAT_MEM_TYPE_SHARED_VIRTUAL: its cookie
 };
 
 void destroy_lmr(Lmr* lmr);

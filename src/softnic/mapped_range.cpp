@@ -17,7 +17,7 @@ namespace {
 // One line of /proc/self/maps: "start-end perms offset dev inode   path".
 struct Mapping {
     std::uint64_t start = 0, end = 0;
-    bool read = false, write = false;
+    bool read = false, write = false, shared = false;
 };
 
 // Parses the first fields of a (possibly truncated) line; false if they are
@@ -34,6 +34,7 @@ bool parse(std::string_view line, Mapping& m)
         return false;
     m.read = r.ptr[1] == 'r';
     m.write = r.ptr[2] == 'w';
+    m.shared = r.ptr[4] == 's';
     // The kernel's own mappings are not memory a device could pin. The path
     // (or [name]) follows offset, device and inode, after padding.
     std::string_view rest(r.ptr + 6, static_cast<std::size_t>(e - (r.ptr + 6)));
@@ -52,8 +53,10 @@ bool parse(std::string_view line, Mapping& m)
 
 } // namespace
 
-RangeFault check_mapped(std::uint64_t addr, std::uint64_t length, bool write)
+RangeFault check_mapped(std::uint64_t addr, std::uint64_t length, bool write, bool* shared)
 {
+    if (shared)
+        *shared = true;
     if (length == 0 || addr + length < addr)
         return RangeFault::length;
     const std::uint64_t end = addr + length; // exclusive; nonzero
@@ -76,6 +79,8 @@ RangeFault check_mapped(std::uint64_t addr, std::uint64_t length, bool write)
             return;
         }
         rcur = m.end;
+        if (shared && !m.shared)
+            *shared = false;
         if (!wstopped && m.start <= wcur && wcur < m.end) {
             if (m.write)
                 wcur = m.end;

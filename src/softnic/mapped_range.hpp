@@ -25,6 +25,8 @@ enum class RangeFault : std::uint8_t {
 // (its number of mappings, not the length), stopped at the first mapping
 // past the range; it allocates nothing. The answer holds when it is given:
 // memory unmapped later is not seen.
-RangeFault check_mapped(std::uint64_t addr, std::uint64_t length, bool write);
+// `shared`, if given, tells whether every mapping of the range is shared
+// (MAP_SHARED: other processes may map the same memory).
+RangeFault check_mapped(std::uint64_t addr, std::uint64_t length, bool write, bool* shared = nullptr);
 
 } // namespace fastdapl::softnic

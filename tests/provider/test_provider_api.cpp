@@ -364,9 +364,14 @@ TEST_F(Provider, LmrCreateQueryFreeAndItsErrors)
     EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, 16, ia, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
                                      &bad, nullptr, nullptr, nullptr, nullptr)),
               static_cast<DAT_RETURN>(DAT_INVALID_HANDLE));
-    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_SHARED_VIRTUAL, region, 16, pz, DAT_MEM_PRIV_ALL_FLAG,
+    // Shared virtual memory: private memory is not shared by the platform.
+    char cookie[DAT_LMR_COOKIE_SIZE] = "fastdapl shared region";
+    cookie[DAT_LMR_COOKIE_SIZE - 1] = 'z'; // all 40 bytes count, not a C string
+    DAT_REGION_DESCRIPTION shared_region;
+    shared_region.for_shared_memory = {buf.data(), &cookie};
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region, 16, pz, DAT_MEM_PRIV_ALL_FLAG,
                                      DAT_VA_TYPE_VA, &bad, nullptr, nullptr, nullptr, nullptr)),
-              static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
+              static_cast<DAT_RETURN>(DAT_INVALID_STATE));
     EXPECT_EQ(type_of(dat_lmr_query(lmr, static_cast<DAT_LMR_PARAM_MASK>(0x10000), &p)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
 
     // Free rules: a PZ in use, an LMR re-registered by another.
@@ -382,6 +387,54 @@ TEST_F(Provider, LmrCreateQueryFreeAndItsErrors)
     EXPECT_EQ(dat_lmr_sync_rdma_read(ia, &seg, 1), kOk);
     EXPECT_EQ(dat_lmr_sync_rdma_write(ia, &seg, 1), kOk);
     EXPECT_EQ(type_of(dat_lmr_sync_rdma_read(ia, nullptr, 1)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+}
+
+// DAT_MEM_TYPE_SHARED_VIRTUAL: memory mapped shared, named by a 40-byte
+// cookie that dat_lmr_query gives back whole.
+TEST_F(Provider, SharedVirtualLmrOnSharedMemory)
+{
+    DAT_PROVIDER_ATTR p{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, 0, nullptr, DAT_PROVIDER_FIELD_ALL, &p), kOk);
+    EXPECT_TRUE(p.lmr_mem_types_supported & DAT_MEM_TYPE_SHARED_VIRTUAL);
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    const std::size_t size = 8192;
+    void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    char cookie[DAT_LMR_COOKIE_SIZE];
+    for (std::size_t i = 0; i < sizeof cookie; ++i)
+        cookie[i] = static_cast<char>(i * 7);
+    DAT_REGION_DESCRIPTION region;
+    region.for_shared_memory = {mem, &cookie};
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lctx = 0;
+    DAT_VLEN len = 0;
+    DAT_VADDR addr = 0;
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_SHARED_VIRTUAL, region, 0, pz, DAT_MEM_PRIV_ALL_FLAG,
+                                     DAT_VA_TYPE_VA, &lmr, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_LENGTH_ERROR));
+    DAT_REGION_DESCRIPTION no_cookie;
+    no_cookie.for_shared_memory = {mem, nullptr};
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_SHARED_VIRTUAL, no_cookie, size, pz, DAT_MEM_PRIV_ALL_FLAG,
+                                     DAT_VA_TYPE_VA, &lmr, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_SHARED_VIRTUAL, region, size, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                             &lmr, &lctx, nullptr, &len, &addr),
+              kOk);
+    EXPECT_NE(lctx, 0u);
+    EXPECT_EQ(len, size);
+    EXPECT_EQ(addr, reinterpret_cast<DAT_VADDR>(mem));
+    std::memset(cookie, 0, sizeof cookie); // the provider kept its own copy
+    DAT_LMR_PARAM q{};
+    ASSERT_EQ(dat_lmr_query(lmr, DAT_LMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.mem_type, DAT_MEM_TYPE_SHARED_VIRTUAL);
+    EXPECT_EQ(q.region_desc.for_shared_memory.virtual_address, mem);
+    ASSERT_NE(q.region_desc.for_shared_memory.shared_memory_id, nullptr);
+    for (std::size_t i = 0; i < DAT_LMR_COOKIE_SIZE; ++i)
+        EXPECT_EQ((*q.region_desc.for_shared_memory.shared_memory_id)[i], static_cast<char>(i * 7)) << i;
+    ASSERT_EQ(dat_lmr_free(lmr), kOk);
+    ASSERT_EQ(dat_pz_free(pz), kOk);
+    EXPECT_EQ(munmap(mem, size), 0);
 }
 
 TEST_F(Provider, SoftwareEventsQueueFullEmptyAndOrder)

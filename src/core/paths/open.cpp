@@ -3,6 +3,7 @@
 // Copyright (c) 2026 the fastdapl authors
 #include "../device_path.hpp"
 #include "discovery.hpp" // src/verbs
+#include "mapped_range.hpp" // src/softnic
 #include "mlx5.hpp"
 #include "softnic.hpp"
 #include "verbs.hpp"
@@ -94,6 +95,12 @@ DAT_RETURN open_verbs(const std::string& name, std::uint8_t port, int family, st
 }
 
 } // namespace
+
+bool memory_is_shared(std::uint64_t addr, std::uint64_t length)
+{
+    bool shared = false;
+    return softnic::check_mapped(addr, length, false, &shared) == softnic::RangeFault::none && shared;
+}
 
 DAT_RETURN open_device_path(const std::string& ia_params, std::unique_ptr<DevicePath>& path, sockaddr_storage& address,
                             std::vector<std::pair<std::string, std::string>>& specific)
