@@ -214,6 +214,21 @@ inline DAT_COUNT srq_available(const Srq* srq)
     return srq_outstanding(srq);
 }
 
+// Receives of `srq` completed in `evd` and not yet reaped (`evd`'s lock
+// held); verbs kinds only (the softnic counts takes itself).
+inline DAT_COUNT srq_arrived(Evd* evd, const Srq* srq)
+{
+    switch (evd->path) {
+    case PathKind::softnic:
+        return 0;
+    case PathKind::mlx5:
+        return mlx5_path::srq_arrived(evd, srq);
+    case PathKind::verbs:
+        break;
+    }
+    return verbs_path::srq_arrived(evd, srq);
+}
+
 inline bool srq_failed(const Srq* srq)
 {
     if (srq->path == PathKind::softnic)

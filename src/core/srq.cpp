@@ -10,7 +10,9 @@
 
 #include <dat2/fastdapl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace fastdapl::core {
 
@@ -120,6 +122,27 @@ DAT_RETURN srq_query(DAT_SRQ_HANDLE handle, DAT_SRQ_PARAM_MASK mask, DAT_SRQ_PAR
     // in neither, never as available yet not outstanding.
     p->outstanding_dto_count = dp::srq_outstanding(srq);
     p->available_dto_count = dp::srq_available(srq);
+    if (srq->path != PathKind::softnic) {
+        // A verbs device does not show when an endpoint takes a buffer, but
+        // a completed receive is in a CQ before it is reaped: those buffers
+        // are taken. Looked for in the receive EVDs of the SRQ's endpoints.
+        std::vector<Evd*> evds;
+        {
+            std::lock_guard lock(srq->ia->objects_mutex);
+            for (Object* o : srq->ia->objects)
+                if (o->type == DAT_HANDLE_TYPE_EP)
+                    if (const Ep* ep = static_cast<const Ep*>(o); ep->srq == srq && ep->recv_evd && ep->queues &&
+                                                                  std::find(evds.begin(), evds.end(), ep->recv_evd) ==
+                                                                      evds.end())
+                        evds.push_back(ep->recv_evd);
+        }
+        DAT_COUNT arrived = 0;
+        for (Evd* evd : evds) {
+            std::lock_guard lock(evd->mutex);
+            arrived += dp::srq_arrived(evd, srq);
+        }
+        p->available_dto_count = std::max<DAT_COUNT>(0, p->available_dto_count - arrived);
+    }
     return DAT_SUCCESS;
 }
 

@@ -719,6 +719,16 @@ public:
         return cqe_owned_by_software(entry(index)->op_own, index, log_cnt_);
     }
 
+    // Calls fn on each CQE software owns and has not consumed, oldest first.
+    template <class Fn>
+    void for_each_ready(Fn fn) const
+    {
+        for (std::uint32_t k = 0; ready_at(k); ++k) {
+            load_fence(); // the CQE after its owner byte
+            fn(entry(ci_ + k));
+        }
+    }
+
     // Tells the device how far software has read (frees CQ space). Callers
     // publish on every poll, which is why the verbs layer creates CQs
     // without IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN.

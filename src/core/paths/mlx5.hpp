@@ -155,6 +155,21 @@ inline DAT_COUNT srq_outstanding(const Srq* srq)
     return static_cast<DAT_COUNT>(static_cast<const Mlx5SrqRing*>(srq->ring)->queue.outstanding());
 }
 
+// Receives of `srq` completed in `evd`'s CQ and not yet reaped (its lock held).
+inline DAT_COUNT srq_arrived(Evd* evd, const Srq* srq)
+{
+    const auto& c = *static_cast<const Mlx5Completions*>(evd->completions);
+    DAT_COUNT n = 0;
+    c.view.for_each_ready([&](const mlx5_cqe64* cqe) {
+        if (!is_receive_cqe(fastpath::CompletionQueue::opcode(cqe)))
+            return;
+        const Ep* ep = c.eps->find(be32toh(cqe->sop_drop_qpn) & 0xffffff);
+        if (ep && ep->srq == srq)
+            ++n;
+    });
+    return n;
+}
+
 } // namespace mlx5_path
 
 } // namespace fastdapl::core

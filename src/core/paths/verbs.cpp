@@ -425,7 +425,9 @@ bool VerbsPath::init_queues(Ep& ep, ibv_qp* qp, const ibv_qp_cap& cap)
 {
     auto* q = new VerbsEpQueues();
     q->qp = qp;
-    q->max_inline = cap.max_inline_data;
+    // What was asked for, even where the device grants more (rxe grows it
+    // with the segment count): a send longer than that has its key checked.
+    q->max_inline = std::min<std::uint32_t>(cap.max_inline_data, kMaxInline);
     q->sends.assign(power_of_two_at_least(cap.max_send_wr), {});
     q->recv_cookies.assign(ep.srq ? 0 : power_of_two_at_least(cap.max_recv_wr), 0);
     ep.queues = q;
@@ -732,6 +734,22 @@ std::uint32_t poll_ahead(VerbsCompletions& c)
             c.polled_count += static_cast<std::uint32_t>(n);
     }
     return c.polled_count;
+}
+
+DAT_COUNT srq_arrived(Evd* evd, const Srq* srq)
+{
+    auto& c = *static_cast<VerbsCompletions*>(evd->completions);
+    poll_ahead(c);
+    DAT_COUNT n = 0;
+    for (std::uint32_t k = 0; k < c.polled_count; ++k) {
+        const ibv_wc& wc = c.polled[c.polled_head + k];
+        if (!(wc.wr_id & kVerbsRecvTag))
+            continue;
+        const Ep* ep = c.eps->find(wc.qp_num);
+        if (ep && ep->srq == srq)
+            ++n;
+    }
+    return n;
 }
 
 bool take_completion(Evd* evd, DAT_EVENT& e)

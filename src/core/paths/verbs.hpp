@@ -190,6 +190,9 @@ DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint
 bool take_completion(Evd* evd, DAT_EVENT& e);
 // Work completions polled ahead into the EVD's buffer (its lock held).
 std::uint32_t poll_ahead(VerbsCompletions& c);
+// Receives of `srq` completed in `evd`'s CQ and not yet reaped (its lock
+// held): polled ahead into the EVD's buffer, then counted.
+DAT_COUNT srq_arrived(Evd* evd, const Srq* srq);
 
 inline DAT_COUNT ready_completions(Evd* evd, DAT_COUNT have, DAT_COUNT limit)
 {
