@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Debian's dapltest on fastdapl-tcp over loopback, on our libdat2: a server
 # (-T S), transaction tests (-T T) with send/recv, RDMA read and RDMA write
-# over several threads and endpoints, then -T Q, which must stop the server.
+# over several threads and endpoints, 8 and 16 segments, QoS HT; function
+# tests (-T F) and limits (-T L) with both registries; then -T Q, which
+# must stop the server.
 # usage: dapltest_transactions.sh LIBDAT2_DIR PROVIDER_CONF
 set -uo pipefail
 libdir=$(cd "$1" && pwd)
@@ -38,10 +40,48 @@ if [ $? -ne 0 ] || ! grep -q "^raw: RW" "$work/perf16" || grep -qiE "error|fail"
 else
     echo "ok: dapltest -T P RW 4096 16 segments: $(grep '^raw:' "$work/perf16")"
 fi
+run high-throughput-qos -R HT -i 100 client SR 4096 8 server SR 4096 8
+
 timeout 30 dapltest -T Q -s 127.0.0.1 -D fastdapl-tcp >"$work/quit" 2>&1
 if ! timeout 30 tail --pid=$server -f /dev/null; then
     echo "FAIL: dapltest -T Q did not stop the server"; fail=1
 else
     echo "ok: dapltest -T Q stopped the server"
 fi
+# Function tests (-T F) and limits (-T L), on our libdat2 and on Debian's
+# (its registry hosting our provider), once the server is gone: -T F
+# listens on the server's qualifier.
+for registry in ours debian; do
+    env_lib=(env -u LD_LIBRARY_PATH)
+    [ "$registry" = ours ] && env_lib=(env "LD_LIBRARY_PATH=$libdir")
+    for f in hwconn endpoint pz mem queryinfo connmgt; do
+        out="$work/fft.$f.$registry"
+        cases=()
+        # queryinfo cases 13 and 15 pass the IA handle as a CNO and an EVD
+        # handle. Debian's registry gives consumers small integers as IA
+        # handles and its dat_cno_query/dat_evd_query read the provider
+        # through the handle first: SIGSEGV inside Debian's libdat2, before
+        # any provider runs (README). Ours answers DAT_INVALID_HANDLE.
+        [ "$f" = queryinfo ] && [ "$registry" = debian ] &&
+            cases=(case0 case1 case2 case3 case4 case5 case6 case7 case8 case9 case10 case11 case12 case14 case16 case17)
+        "${env_lib[@]}" timeout 120 stdbuf -oL dapltest -T F -D fastdapl-tcp -f $f "${cases[@]}" >"$out" 2>&1
+        rc=$?
+        # Every case prints a result; a failed check prints "failed in file".
+        if [ $rc -ne 0 ] || ! grep -q "Result: PASS" "$out" || grep -qE "Result: FAIL|failed in file|egmentation"  "$out"; then
+            echo "FAIL: dapltest -T F -f $f ($registry registry, exit $rc)"; grep -E "failed|Error|Result" "$out" | head -20; fail=1
+        else
+            echo "ok: dapltest -T F -f $f ($registry registry): $(grep -c 'Result: PASS' "$out") cases pass"
+        fi
+    done
+    out="$work/limit.$registry"
+    "${env_lib[@]}" timeout 120 stdbuf -oL dapltest -T L -D fastdapl-tcp -m 200 >"$out" 2>&1
+    psps=$(sed -n 's/.*PSPs created: \([0-9]*\).*/\1/p' "$out" | tail -1)
+    rsps=$(sed -n 's/.*RSPs created: \([0-9]*\).*/\1/p' "$out" | tail -1)
+    if [ "${psps:-0}" -gt 0 ] && [ "${rsps:-0}" -gt 0 ] && ! grep -q "egmentation" "$out"; then
+        echo "ok: dapltest -T L ($registry registry): $psps PSPs, $rsps RSPs (qualifiers from 0xaffab1e)"
+    else
+        echo "FAIL: dapltest -T L ($registry registry): PSPs ${psps:-none}, RSPs ${rsps:-none}"; tail -20 "$out"; fail=1
+    fi
+done
+
 exit $fail
