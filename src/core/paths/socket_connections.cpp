@@ -10,7 +10,13 @@
 #include "socket_cm.hpp"
 #include "softnic.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 
 namespace fastdapl::core {
 
@@ -21,6 +27,35 @@ static_assert(cm::kMaxPrivateData <= kMaxConnectionPrivateData);
 softnic::Qp* qp_of(Ep& ep)
 {
     return static_cast<SoftnicEpQueues*>(ep.queues)->qp;
+}
+
+// How long a connection may go without the peer acknowledging what was
+// sent, or answering keepalive probes when idle, before it is broken:
+// FASTDAPL_SOFTNIC_TIMEOUT_MS, default 10 s (README). A cut link or a dead
+// host then ends the connection on this side within about that long,
+// instead of TCP's own quarter of an hour, and only silence does: a lossy
+// link that still carries segments keeps its connections.
+int link_timeout_ms()
+{
+    static const int ms = [] {
+        const char* v = std::getenv("FASTDAPL_SOFTNIC_TIMEOUT_MS");
+        const long n = v ? std::strtol(v, nullptr, 10) : 0;
+        return n >= 1000 && n <= 3600000 ? static_cast<int>(n) : 10000;
+    }();
+    return ms;
+}
+
+void watch_link(int fd)
+{
+    const int ms = link_timeout_ms();
+    const unsigned user_timeout = static_cast<unsigned>(ms);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+    // Idle: probes from a third of the timeout on, three of them a ninth apart.
+    const int on = 1, idle = std::max(1, ms / 3000), interval = std::max(1, ms / 9000), count = 3;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
 class SocketConnections final : public ConnectionManager {
@@ -61,6 +96,7 @@ public:
     void will_establish(Ep&, std::uint64_t) override {}
     void established(Ep& ep, int fd) override
     {
+        watch_link(fd);
         if (!device_.connect(qp_of(ep), fd))
             ::close(fd);
     }
