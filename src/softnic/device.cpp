@@ -96,7 +96,10 @@ bool has_disconnect_frame(const std::vector<std::uint8_t>& in)
             return false;
         if (h.type == kDisconnect)
             return true;
-        pos += kHeader + (h.type == kReadReq ? 0 : h.length);
+        const std::size_t payload = h.type == kReadReq ? 0 : h.length;
+        if (in.size() - pos - kHeader < payload)
+            return false; // a frame cut short by the end of the stream: nothing follows it
+        pos += kHeader + payload;
     }
     return false;
 }
