@@ -184,6 +184,10 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
             (*it)->type == DAT_HANDLE_TYPE_RSP)
             destroy_any(*it);
     ia->cm.reset(); // no callback runs after this
+    // Requests the consumer never answered: their CRs go with the IA.
+    for (Object* cr : ia->requests)
+        destroy_object(static_cast<Cr*>(cr));
+    ia->requests.clear();
     for (auto it = objects.rbegin(); it != objects.rend(); ++it)
         if ((*it)->magic == kObjectMagic && (*it)->type != DAT_HANDLE_TYPE_CNO)
             destroy_any(*it);

@@ -61,6 +61,7 @@ public:
     std::recursive_mutex cm_mutex;
     std::map<std::uint64_t, Psp*> listeners; // listener id -> PSP
     std::map<std::uint64_t, Ep*> attempts;   // connect or accept id -> EP
+    std::vector<Object*> requests;           // CRs not yet accepted or rejected: an abrupt close ends them
 
     void adopt(Object* o)
     {

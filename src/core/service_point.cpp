@@ -55,8 +55,11 @@ void deliver_request(Ia* ia, Psp* psp, const IncomingRequest& r)
     d.conn_qual = psp->conn_qual;
     d.cr_handle = cr;
     d.truncate_flag = DAT_FALSE;
+    // Listed before the consumer can see it (an abrupt close ends it).
+    ia->requests.push_back(cr);
     if (!post_event(psp->evd, e)) { // the CR EVD is full: a non-peer reject, no overflow event (spec)
         ia->cm->refuse(r.id, Refusal::full);
+        std::erase(ia->requests, cr);
         destroy_object(cr);
     }
 }
@@ -410,6 +413,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
         std::lock_guard lock(ia->cm_mutex);
         ep->cm_id = cr->request_id;
         ia->attempts[cr->request_id] = ep;
+        std::erase(ia->requests, cr);
     }
     const bool sent = ia->cm->accept(cr->request_id, *ep, std::vector<std::uint8_t>(bytes, bytes + pdata_size),
                                      std::chrono::milliseconds(5000));
@@ -469,6 +473,7 @@ DAT_RETURN cr_handoff(DAT_CR_HANDLE handle, DAT_CONN_QUAL handoff)
         if (!takes_request(target))
             return error(DAT_INVALID_STATE, DAT_NO_SUBTYPE); // an RSP that took its one request
         deliver_request(ia, target, r);
+        std::erase(ia->requests, cr);
     }
     give_back_endpoint(cr); // outside the CM lock: freeing an endpoint takes the IA's
     destroy_object(cr); // the consumer's CR is gone; the target's EVD has a new one
@@ -484,6 +489,10 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
     cr->ia->cm->reject(cr->request_id, std::vector<std::uint8_t>(bytes, bytes + pdata_size));
+    {
+        std::lock_guard lock(cr->ia->cm_mutex);
+        std::erase(cr->ia->requests, cr);
+    }
     give_back_endpoint(cr);
     destroy_object(cr);
     return DAT_SUCCESS;

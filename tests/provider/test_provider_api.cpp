@@ -200,6 +200,49 @@ TEST_F(Provider, GracefulCloseWaitsForChildrenAbruptCloseCascades)
     ia = DAT_HANDLE_NULL;
 }
 
+// A connection request nobody answered goes with its IA: its CR handle is
+// dead afterwards. (It outlived the IA and still pointed at it: accepting or
+// rejecting it then called into the closed IA's connection manager. Found
+// by tests/provider/fuzz_dat_api.cpp.)
+TEST_F(Provider, AbruptCloseEndsUnansweredConnectionRequests)
+{
+    // Another IA keeps the provider loaded, so the calls below reach it.
+    DAT_IA_HANDLE other = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE other_async = DAT_HANDLE_NULL;
+    ASSERT_EQ(dat_ia_open(test_ia_name(), 4, &other_async, &other), kOk);
+    DAT_IA_ATTR attr{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), kOk);
+    DAT_PZ_HANDLE pz;
+    DAT_EVD_HANDLE dto, conn, cr_evd;
+    DAT_EP_HANDLE ep;
+    DAT_PSP_HANDLE psp;
+    DAT_CONN_QUAL qual = 0;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto), kOk);
+    ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), kOk);
+    ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), kOk);
+    ASSERT_EQ(dat_ep_create(ia, pz, dto, dto, conn, nullptr, &ep), kOk);
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    ASSERT_EQ(dat_ep_connect(ep, attr.ia_address_ptr, qual, 5000000, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                             DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e{};
+    DAT_COUNT nmore;
+    ASSERT_EQ(dat_evd_wait(cr_evd, 5000000, 1, &e, &nmore), kOk);
+    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    const DAT_CR_HANDLE cr = e.event_data.cr_arrival_event_data.cr_handle;
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+    ia = DAT_HANDLE_NULL;
+    DAT_CR_PARAM param{};
+    DAT_HANDLE_TYPE type;
+    const auto invalid = static_cast<DAT_RETURN>(DAT_INVALID_HANDLE);
+    EXPECT_EQ(type_of(dat_get_handle_type(cr, &type)), invalid);
+    EXPECT_EQ(type_of(dat_cr_query(cr, DAT_CR_FIELD_ALL, &param)), invalid);
+    EXPECT_EQ(type_of(dat_cr_reject(cr, 0, nullptr)), invalid);
+    EXPECT_EQ(type_of(dat_cr_accept(cr, ep, 0, nullptr)), invalid);
+    EXPECT_EQ(dat_ia_close(other, DAT_CLOSE_ABRUPT_FLAG), kOk);
+}
+
 // A device pins registered memory and refuses what it cannot pin; so must
 // every IA, or a peer's RDMA through such a region's key faults this process.
 TEST_F(Provider, LmrCreateRefusesMemoryThatIsNotThere)
