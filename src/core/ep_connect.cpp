@@ -144,7 +144,7 @@ void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const s
         ep = it->second;
         ia->attempts.erase(it);
     }
-    if (!ep) {
+    if (!ep || !ia->cm) { // gone, or the IA is closing
         if (fd >= 0)
             ::close(fd);
         return;

@@ -183,7 +183,14 @@ DAT_RETURN ia_close(DAT_IA_HANDLE handle, DAT_CLOSE_FLAGS flags)
         if ((*it)->type == DAT_HANDLE_TYPE_EP || (*it)->type == DAT_HANDLE_TYPE_PSP ||
             (*it)->type == DAT_HANDLE_TYPE_RSP)
             destroy_any(*it);
-    ia->cm.reset(); // no callback runs after this
+    // The CM's thread may be in a callback until the CM is destroyed: one
+    // that has cm_mutex finishes first, later ones find no CM and return.
+    std::unique_ptr<ConnectionManager> cm;
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        cm = std::move(ia->cm);
+    }
+    cm.reset(); // no callback runs after this
     // Requests the consumer never answered: their CRs go with the IA.
     for (Object* cr : ia->requests)
         destroy_object(static_cast<Cr*>(cr));

@@ -77,6 +77,8 @@ void cm_request(Ia* ia, const IncomingRequest& r)
 {
     Psp* psp = nullptr;
     std::lock_guard lock(ia->cm_mutex); // the PSP cannot be freed under us
+    if (!ia->cm)
+        return; // the IA is closing: the CM's end closes the stream
     if (auto it = ia->listeners.find(r.listener); it != ia->listeners.end())
         psp = it->second;
     if (!psp || !takes_request(psp)) {

@@ -243,6 +243,52 @@ TEST_F(Provider, AbruptCloseEndsUnansweredConnectionRequests)
     EXPECT_EQ(dat_ia_close(other, DAT_CLOSE_ABRUPT_FLAG), kOk);
 }
 
+// Requests that arrive while their IA closes: the CM's thread may hand one
+// to the IA after its service points are gone, until the CM is destroyed.
+// (That found the CM already unset and called through a null pointer.
+// Found by tests/provider/fuzz_dat_api.cpp; a race, so tried many times.)
+TEST_F(Provider, RequestsArrivingWhileTheIaClosesAreDropped)
+{
+    DAT_IA_HANDLE peer = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE peer_async = DAT_HANDLE_NULL;
+    ASSERT_EQ(dat_ia_open(test_ia_name(), 64, &peer_async, &peer), kOk);
+    DAT_PZ_HANDLE pz;
+    DAT_EVD_HANDLE dto, conn;
+    ASSERT_EQ(dat_pz_create(peer, &pz), kOk);
+    ASSERT_EQ(dat_evd_create(peer, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto), kOk);
+    ASSERT_EQ(dat_evd_create(peer, 1024, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), kOk);
+    constexpr int kEps = 8;
+    for (int round = 0; round < 200; ++round) {
+        if (!ia) {
+            async = DAT_HANDLE_NULL;
+            ASSERT_EQ(dat_ia_open(test_ia_name(), 16, &async, &ia), kOk);
+        }
+        DAT_IA_ATTR attr{};
+        ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), kOk);
+        DAT_EVD_HANDLE cr_evd;
+        DAT_PSP_HANDLE psp;
+        DAT_CONN_QUAL qual = 0;
+        ASSERT_EQ(dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), kOk);
+        ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+        DAT_EP_HANDLE eps[kEps];
+        for (DAT_EP_HANDLE& ep : eps) {
+            ASSERT_EQ(dat_ep_create(peer, pz, dto, dto, conn, nullptr, &ep), kOk);
+            ASSERT_EQ(dat_ep_connect(ep, attr.ia_address_ptr, qual, 2000000, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                     DAT_CONNECT_DEFAULT_FLAG),
+                      kOk);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100 * (round % 8)));
+        ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+        ia = DAT_HANDLE_NULL;
+        for (DAT_EP_HANDLE ep : eps)
+            ASSERT_EQ(dat_ep_free(ep), kOk);
+        DAT_EVENT e;
+        while (dat_evd_dequeue(conn, &e) == kOk) {
+        }
+    }
+    EXPECT_EQ(dat_ia_close(peer, DAT_CLOSE_ABRUPT_FLAG), kOk);
+}
+
 // A device pins registered memory and refuses what it cannot pin; so must
 // every IA, or a peer's RDMA through such a region's key faults this process.
 TEST_F(Provider, LmrCreateRefusesMemoryThatIsNotThere)
