@@ -60,6 +60,20 @@ void agent(DAT_PVOID, DAT_EVD_HANDLE)
     ++agent_calls;
 }
 
+// Every call answers with a DAT_RETURN dat_strerror can name: a known type
+// and subtype, the error class on every failure but an empty queue's (a
+// polling loop's ordinary answer, without the class as the reference has it).
+DAT_RETURN ret(DAT_RETURN rc)
+{
+    const char *major = nullptr, *minor = nullptr;
+    if (dat_strerror(rc, &major, &minor) != DAT_SUCCESS)
+        fail("a call returned something that is not a DAT_RETURN", static_cast<std::uint32_t>(rc));
+    const std::uint32_t type = DAT_GET_TYPE(rc);
+    if (type != DAT_SUCCESS && type != DAT_QUEUE_EMPTY && (rc & DAT_CLASS_ERROR) != DAT_CLASS_ERROR)
+        fail("a failure without the error class", static_cast<std::uint32_t>(rc));
+    return rc;
+}
+
 class Session {
 public:
     explicit Session(Reader& in) : in_(in) {}
@@ -67,11 +81,11 @@ public:
     void run()
     {
         g->pool.reset();
-        if (dat_ia_open(const_cast<char*>(kIaName), 1 + in_.u8() % 64, &async_, &ia_) != DAT_SUCCESS)
+        if (ret(dat_ia_open(const_cast<char*>(kIaName), 1 + in_.u8() % 64, &async_, &ia_)) != DAT_SUCCESS)
             fail("dat_ia_open");
         ia_open_ = true;
         DAT_IA_ATTR attr{};
-        if (dat_ia_query(ia_, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr) != DAT_SUCCESS)
+        if (ret(dat_ia_query(ia_, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr)) != DAT_SUCCESS)
             fail("dat_ia_query");
         std::memcpy(&address_, attr.ia_address_ptr, sizeof(sockaddr_in));
         handles_[kEvd].push_back(async_);
@@ -89,19 +103,19 @@ private:
     void setup()
     {
         DAT_PZ_HANDLE pz;
-        if (dat_pz_create(ia_, &pz) != DAT_SUCCESS)
+        if (ret(dat_pz_create(ia_, &pz)) != DAT_SUCCESS)
             fail("setup pz");
         handles_[kPz].push_back(pz);
         register_region(pz, GuardedPool::kBytes / 2, GuardedPool::kBytes / 2, DAT_MEM_PRIV_ALL_FLAG);
         for (DAT_EVD_FLAGS f : {DAT_EVD_DTO_FLAG, DAT_EVD_CONNECTION_FLAG, DAT_EVD_CR_FLAG}) {
             DAT_EVD_HANDLE evd;
-            if (dat_evd_create(ia_, 16, DAT_HANDLE_NULL, f, &evd) != DAT_SUCCESS)
+            if (ret(dat_evd_create(ia_, 16, DAT_HANDLE_NULL, f, &evd)) != DAT_SUCCESS)
                 fail("setup evd");
             handles_[kEvd].push_back(evd);
         }
         for (int i = 0; i < 2; ++i) {
             DAT_EP_HANDLE ep;
-            if (dat_ep_create(ia_, pz, handles_[kEvd][1], handles_[kEvd][1], handles_[kEvd][2], nullptr, &ep) !=
+            if (ret(dat_ep_create(ia_, pz, handles_[kEvd][1], handles_[kEvd][1], handles_[kEvd][2], nullptr, &ep)) !=
                 DAT_SUCCESS)
                 fail("setup ep");
             handles_[kEp].push_back(ep);
@@ -113,8 +127,9 @@ private:
     {
         drain_all();
         if (ia_open_) {
-            const DAT_RETURN rc = dat_ia_close(ia_, (in_.u8() & 1) ? DAT_CLOSE_GRACEFUL_FLAG : DAT_CLOSE_ABRUPT_FLAG);
-            if (rc != DAT_SUCCESS && dat_ia_close(ia_, DAT_CLOSE_ABRUPT_FLAG) != DAT_SUCCESS)
+            const DAT_RETURN rc =
+                ret(dat_ia_close(ia_, (in_.u8() & 1) ? DAT_CLOSE_GRACEFUL_FLAG : DAT_CLOSE_ABRUPT_FLAG));
+            if (rc != DAT_SUCCESS && ret(dat_ia_close(ia_, DAT_CLOSE_ABRUPT_FLAG)) != DAT_SUCCESS)
                 fail("dat_ia_close abrupt", rc);
         }
         g->pool.check(); // nothing lands after the close either
@@ -340,8 +355,8 @@ private:
         DAT_LMR_HANDLE lmr;
         DAT_VLEN size = 0;
         DAT_VADDR va = 0;
-        if (dat_lmr_create(ia_, DAT_MEM_TYPE_VIRTUAL, region, len, pz, priv, DAT_VA_TYPE_VA, &lmr, &info.lmr_context,
-                           &info.rmr_context, &size, &va) != DAT_SUCCESS)
+        if (ret(dat_lmr_create(ia_, DAT_MEM_TYPE_VIRTUAL, region, len, pz, priv, DAT_VA_TYPE_VA, &lmr,
+                               &info.lmr_context, &info.rmr_context, &size, &va)) != DAT_SUCCESS)
             fail("setup lmr");
         g->pool.registered(reinterpret_cast<std::uintptr_t>(region.for_va), len, priv);
         info.addr = reinterpret_cast<std::uintptr_t>(region.for_va);
@@ -361,7 +376,7 @@ private:
     {
         for (int i = 0; i < max; ++i) {
             DAT_EVENT e{};
-            if (dat_evd_dequeue(evd, &e) != DAT_SUCCESS)
+            if (ret(dat_evd_dequeue(evd, &e)) != DAT_SUCCESS)
                 break;
             note_event(evd, e);
         }
@@ -391,16 +406,16 @@ private:
         switch (op % 52) {
         case 0: {
             DAT_PZ_HANDLE pz;
-            if (dat_pz_create(pick_ia(), (in_.u8() == 0xff) ? nullptr : &pz) == DAT_SUCCESS)
+            if (ret(dat_pz_create(pick_ia(), (in_.u8() == 0xff) ? nullptr : &pz)) == DAT_SUCCESS)
                 add(kPz, pz);
             break;
         }
         case 1:
-            dat_pz_free(pick(kPz));
+            ret(dat_pz_free(pick(kPz)));
             break;
         case 2: {
             DAT_PZ_PARAM p;
-            dat_pz_query(pick(kPz), DAT_PZ_FIELD_ALL, &p);
+            ret(dat_pz_query(pick(kPz), DAT_PZ_FIELD_ALL, &p));
             break;
         }
         case 3: { // a region: inside the pool, across its edges, or nowhere
@@ -431,9 +446,9 @@ private:
             DAT_VLEN size = 0;
             DAT_VADDR va = 0;
             const bool null_out = (sel & 0xf0) == 0xf0;
-            const DAT_RETURN rc = dat_lmr_create(
+            const DAT_RETURN rc = ret(dat_lmr_create(
                 pick_ia(), type, region, len, pick(kPz), priv, (sel & 16) ? DAT_VA_TYPE_ZB : DAT_VA_TYPE_VA,
-                null_out ? nullptr : &lmr, &info.lmr_context, &info.rmr_context, &size, &va);
+                null_out ? nullptr : &lmr, &info.lmr_context, &info.rmr_context, &size, &va));
             if (rc == DAT_SUCCESS) {
                 if (type == DAT_MEM_TYPE_VIRTUAL) {
                     g->pool.registered(addr, len, priv);
@@ -455,15 +470,15 @@ private:
         case 4: {
             const std::uint8_t i = in_.u8();
             if (!handles_[kLmr].empty() && (i & 1)) {
-                dat_lmr_free(handles_[kLmr][(i >> 1) % handles_[kLmr].size()]);
+                ret(dat_lmr_free(handles_[kLmr][(i >> 1) % handles_[kLmr].size()]));
             } else {
-                dat_lmr_free(pick(kLmr));
+                ret(dat_lmr_free(pick(kLmr)));
             }
             break;
         }
         case 5: {
             DAT_LMR_PARAM p;
-            dat_lmr_query(pick(kLmr), DAT_LMR_FIELD_ALL, &p);
+            ret(dat_lmr_query(pick(kLmr), DAT_LMR_FIELD_ALL, &p));
             break;
         }
         case 6: {
@@ -476,23 +491,23 @@ private:
                 flags = static_cast<DAT_EVD_FLAGS>(in_.u16() & 0x1ff);
             DAT_EVD_HANDLE evd;
             DAT_CNO_HANDLE cno = (sel & 0x40) ? pick(kCno) : DAT_HANDLE_NULL;
-            if (dat_evd_create(pick_ia(), pick_count(64), cno, flags, &evd) == DAT_SUCCESS)
+            if (ret(dat_evd_create(pick_ia(), pick_count(64), cno, flags, &evd)) == DAT_SUCCESS)
                 add(kEvd, evd);
             break;
         }
         case 7:
-            dat_evd_free(pick(kEvd));
+            ret(dat_evd_free(pick(kEvd)));
             break;
         case 8: {
             DAT_EVD_PARAM p;
-            dat_evd_query(pick(kEvd), DAT_EVD_FIELD_ALL, &p);
+            ret(dat_evd_query(pick(kEvd), DAT_EVD_FIELD_ALL, &p));
             break;
         }
         case 9:
         case 10: {
             const DAT_EVD_HANDLE evd = pick(kEvd);
             DAT_EVENT e{};
-            if (dat_evd_dequeue(evd, in_.u8() == 0xff ? nullptr : &e) == DAT_SUCCESS)
+            if (ret(dat_evd_dequeue(evd, in_.u8() == 0xff ? nullptr : &e)) == DAT_SUCCESS)
                 note_event(evd, e);
             break;
         }
@@ -501,27 +516,27 @@ private:
             DAT_EVENT e{};
             DAT_COUNT nmore = 0;
             const DAT_TIMEOUT timeout = pick_timeout();
-            if (dat_evd_wait(evd, timeout, pick_count(4), &e, &nmore) == DAT_SUCCESS)
+            if (ret(dat_evd_wait(evd, timeout, pick_count(4), &e, &nmore)) == DAT_SUCCESS)
                 note_event(evd, e);
             break;
         }
         case 12:
             switch (in_.u8() & 3) {
             case 0:
-                dat_evd_enable(pick(kEvd));
+                ret(dat_evd_enable(pick(kEvd)));
                 break;
             case 1:
-                dat_evd_disable(pick(kEvd));
+                ret(dat_evd_disable(pick(kEvd)));
                 break;
             case 2:
-                dat_evd_set_unwaitable(pick(kEvd));
+                ret(dat_evd_set_unwaitable(pick(kEvd)));
                 break;
             default:
-                dat_evd_clear_unwaitable(pick(kEvd));
+                ret(dat_evd_clear_unwaitable(pick(kEvd)));
             }
             break;
         case 13:
-            dat_evd_resize(pick(kEvd), pick_count(128));
+            ret(dat_evd_resize(pick(kEvd), pick_count(128)));
             break;
         case 14: {
             DAT_EVENT e{};
@@ -529,11 +544,11 @@ private:
             e.event_data.software_event_data.pointer = reinterpret_cast<DAT_PVOID>(in_.u64());
             const DAT_EVD_HANDLE evd = pick(kEvd);
             e.evd_handle = evd;
-            dat_evd_post_se(evd, (in_.u8() == 0xff) ? nullptr : &e);
+            ret(dat_evd_post_se(evd, (in_.u8() == 0xff) ? nullptr : &e));
             break;
         }
         case 15:
-            dat_evd_modify_cno(pick(kEvd), pick(kCno));
+            ret(dat_evd_modify_cno(pick(kEvd), pick(kCno)));
             break;
         case 16: {
             DAT_CNO_HANDLE cno;
@@ -543,30 +558,30 @@ private:
                 a = DAT_OS_WAIT_PROXY_AGENT{this, &agent};
             if (sel & 2) {
                 DAT_FD fd = -1;
-                if (dat_cno_fd_create(pick_ia(), &fd, &cno) == DAT_SUCCESS)
+                if (ret(dat_cno_fd_create(pick_ia(), &fd, &cno)) == DAT_SUCCESS)
                     add(kCno, cno);
-            } else if (dat_cno_create(pick_ia(), a, &cno) == DAT_SUCCESS) {
+            } else if (ret(dat_cno_create(pick_ia(), a, &cno)) == DAT_SUCCESS) {
                 add(kCno, cno);
             }
             break;
         }
         case 17:
-            dat_cno_free(pick(kCno));
+            ret(dat_cno_free(pick(kCno)));
             break;
         case 18: {
             DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
             if (in_.u8() & 1)
-                dat_cno_wait(pick(kCno), pick_timeout(), &evd);
+                ret(dat_cno_wait(pick(kCno), pick_timeout(), &evd));
             else
-                dat_cno_trigger(pick(kCno), &evd);
+                ret(dat_cno_trigger(pick(kCno), &evd));
             break;
         }
         case 19: {
             DAT_CNO_PARAM p;
             if (in_.u8() & 1)
-                dat_cno_query(pick(kCno), DAT_CNO_FIELD_ALL, &p);
+                ret(dat_cno_query(pick(kCno), DAT_CNO_FIELD_ALL, &p));
             else
-                dat_cno_modify_agent(pick(kCno), DAT_OS_WAIT_PROXY_AGENT{this, (in_.u8() & 1) ? &agent : nullptr});
+                ret(dat_cno_modify_agent(pick(kCno), DAT_OS_WAIT_PROXY_AGENT{this, (in_.u8() & 1) ? &agent : nullptr}));
             break;
         }
         case 20:
@@ -579,19 +594,19 @@ private:
             DAT_EP_ATTR* attr = ep_attr(a);
             DAT_RETURN rc;
             if (op % 52 == 21)
-                rc = dat_ep_create_with_srq(ia, pz, recv, req, conn, pick(kSrq), attr, &ep);
+                rc = ret(dat_ep_create_with_srq(ia, pz, recv, req, conn, pick(kSrq), attr, &ep));
             else
-                rc = dat_ep_create(ia, pz, recv, req, conn, attr, &ep);
+                rc = ret(dat_ep_create(ia, pz, recv, req, conn, attr, &ep));
             if (rc == DAT_SUCCESS && add(kEp, ep))
                 conn_evd_[ep] = conn;
             break;
         }
         case 22:
-            dat_ep_free(pick(kEp));
+            ret(dat_ep_free(pick(kEp)));
             break;
         case 23: {
             DAT_EP_PARAM p;
-            dat_ep_query(pick(kEp), in_.u64(), &p);
+            ret(dat_ep_query(pick(kEp), in_.u64(), &p));
             break;
         }
         case 24: {
@@ -606,68 +621,68 @@ private:
             p.srq_handle = pick(kSrq);
             p.local_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&address_);
             p.remote_ia_address_ptr = reinterpret_cast<DAT_IA_ADDRESS_PTR>(&address_);
-            dat_ep_modify(pick(kEp), in_.u64(), &p);
+            ret(dat_ep_modify(pick(kEp), in_.u64(), &p));
             break;
         }
         case 25:
-            dat_ep_reset(pick(kEp));
+            ret(dat_ep_reset(pick(kEp)));
             break;
         case 26: {
             DAT_EP_STATE state;
             DAT_BOOLEAN recv_idle, request_idle;
-            dat_ep_get_status(pick(kEp), &state, (in_.u8() & 1) ? &recv_idle : nullptr, &request_idle);
+            ret(dat_ep_get_status(pick(kEp), &state, (in_.u8() & 1) ? &recv_idle : nullptr, &request_idle));
             break;
         }
         case 27: {
             DAT_COUNT allocated = 0, span = 0;
             if (in_.u8() & 1)
-                dat_ep_set_watermark(pick(kEp), pick_count(16), pick_count(16));
+                ret(dat_ep_set_watermark(pick(kEp), pick_count(16), pick_count(16)));
             else
-                dat_ep_recv_query(pick(kEp), &allocated, &span);
+                ret(dat_ep_recv_query(pick(kEp), &allocated, &span));
             break;
         }
         case 28: {
             DAT_SRQ_ATTR attr{pick_count(64), pick_count(4), pick_count(16)};
             DAT_SRQ_HANDLE srq;
-            if (dat_srq_create(pick_ia(), pick(kPz), &attr, &srq) == DAT_SUCCESS)
+            if (ret(dat_srq_create(pick_ia(), pick(kPz), &attr, &srq)) == DAT_SUCCESS)
                 add(kSrq, srq);
             break;
         }
         case 29:
-            dat_srq_free(pick(kSrq));
+            ret(dat_srq_free(pick(kSrq)));
             break;
         case 30: {
             const DAT_SRQ_HANDLE srq = pick(kSrq);
             const DAT_COUNT n = nsegs();
             DAT_LMR_TRIPLET* segs = iov(n);
-            dat_srq_post_recv(srq, n, segs, cookie());
+            ret(dat_srq_post_recv(srq, n, segs, cookie()));
             break;
         }
         case 31:
             switch (in_.u8() % 3) {
             case 0: {
                 DAT_SRQ_PARAM p;
-                dat_srq_query(pick(kSrq), DAT_SRQ_FIELD_ALL, &p);
+                ret(dat_srq_query(pick(kSrq), DAT_SRQ_FIELD_ALL, &p));
                 break;
             }
             case 1:
-                dat_srq_resize(pick(kSrq), pick_count(128));
+                ret(dat_srq_resize(pick(kSrq), pick_count(128)));
                 break;
             default:
-                dat_srq_set_lw(pick(kSrq), pick_count(16));
+                ret(dat_srq_set_lw(pick(kSrq), pick_count(16)));
             }
             break;
         case 32: {
             DAT_CONN_QUAL q = 0;
             DAT_PSP_HANDLE psp;
             const DAT_PSP_FLAGS flags = (in_.u8() & 1) ? DAT_PSP_PROVIDER_FLAG : DAT_PSP_CONSUMER_FLAG;
-            if (dat_psp_create_any(pick_ia(), &q, pick(kEvd), flags, &psp) == DAT_SUCCESS) {
+            if (ret(dat_psp_create_any(pick_ia(), &q, pick(kEvd), flags, &psp)) == DAT_SUCCESS) {
                 if (forbidden_port(q)) {
-                    dat_psp_free(psp); // someone else's port: give it back at once
+                    ret(dat_psp_free(psp)); // someone else's port: give it back at once
                 } else if (add(kPsp, psp)) {
                     add_qual(q);
                 } else {
-                    dat_psp_free(psp);
+                    ret(dat_psp_free(psp));
                 }
             }
             break;
@@ -676,39 +691,39 @@ private:
             DAT_PSP_HANDLE psp;
             const DAT_CONN_QUAL q = pick_qual();
             const DAT_PSP_FLAGS flags = (in_.u8() & 1) ? DAT_PSP_PROVIDER_FLAG : DAT_PSP_CONSUMER_FLAG;
-            if (dat_psp_create(pick_ia(), q, pick(kEvd), flags, &psp) == DAT_SUCCESS) {
+            if (ret(dat_psp_create(pick_ia(), q, pick(kEvd), flags, &psp)) == DAT_SUCCESS) {
                 if (add(kPsp, psp))
                     add_qual(q);
                 else
-                    dat_psp_free(psp);
+                    ret(dat_psp_free(psp));
             }
             break;
         }
         case 34:
             if (in_.u8() & 1) {
-                dat_psp_free(pick(kPsp));
+                ret(dat_psp_free(pick(kPsp)));
             } else {
                 DAT_PSP_PARAM p;
-                dat_psp_query(pick(kPsp), DAT_PSP_FIELD_ALL, &p);
+                ret(dat_psp_query(pick(kPsp), DAT_PSP_FIELD_ALL, &p));
             }
             break;
         case 35: {
             DAT_RSP_HANDLE rsp;
             const DAT_CONN_QUAL q = pick_qual();
-            if (dat_rsp_create(pick_ia(), q, pick(kEp), pick(kEvd), &rsp) == DAT_SUCCESS) {
+            if (ret(dat_rsp_create(pick_ia(), q, pick(kEp), pick(kEvd), &rsp)) == DAT_SUCCESS) {
                 if (add(kRsp, rsp))
                     add_qual(q);
                 else
-                    dat_rsp_free(rsp);
+                    ret(dat_rsp_free(rsp));
             }
             break;
         }
         case 36:
             if (in_.u8() & 1) {
-                dat_rsp_free(pick(kRsp));
+                ret(dat_rsp_free(pick(kRsp)));
             } else {
                 DAT_RSP_PARAM p;
-                dat_rsp_query(pick(kRsp), DAT_RSP_FIELD_ALL, &p);
+                ret(dat_rsp_query(pick(kRsp), DAT_RSP_FIELD_ALL, &p));
             }
             break;
         case 37:
@@ -729,34 +744,35 @@ private:
             const DAT_TIMEOUT timeout = (sel & 0x10) ? DAT_TIMEOUT_INFINITE : 1000 * (1 + in_.u8() % 100);
             const DAT_COUNT pdata_size = (sel & 0x20) ? pick_count(300) : in_.u8() % 65;
             in_.bytes(pdata_, 64);
-            dat_ep_connect(ep, addr, q, timeout, pdata_size, pdata_, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+            ret(dat_ep_connect(ep, addr, q, timeout, pdata_size, pdata_, DAT_QOS_BEST_EFFORT,
+                               DAT_CONNECT_DEFAULT_FLAG));
             break;
         }
         case 39: { // accept a request that arrived (or a made-up one)
             const DAT_CR_HANDLE cr = pick(kCr);
             const DAT_COUNT pdata_size = (in_.u8() & 1) ? pick_count(300) : 0;
-            dat_cr_accept(cr, pick(kEp), pdata_size, pdata_);
+            ret(dat_cr_accept(cr, pick(kEp), pdata_size, pdata_));
             break;
         }
         case 40: {
             const DAT_CR_HANDLE cr = pick(kCr);
             if (in_.u8() & 1) {
-                dat_cr_reject(cr, pick_count(64), pdata_);
+                ret(dat_cr_reject(cr, pick_count(64), pdata_));
             } else {
                 DAT_CR_PARAM p;
-                dat_cr_query(cr, DAT_CR_FIELD_ALL, &p);
+                ret(dat_cr_query(cr, DAT_CR_FIELD_ALL, &p));
             }
             break;
         }
         case 41:
-            dat_ep_disconnect(pick(kEp), (in_.u8() & 1) ? DAT_CLOSE_GRACEFUL_FLAG : DAT_CLOSE_ABRUPT_FLAG);
+            ret(dat_ep_disconnect(pick(kEp), (in_.u8() & 1) ? DAT_CLOSE_GRACEFUL_FLAG : DAT_CLOSE_ABRUPT_FLAG));
             break;
         case 42:
         case 43: {
             const DAT_EP_HANDLE ep = pick(kEp);
             const DAT_COUNT n = nsegs();
             DAT_LMR_TRIPLET* segs = iov(n);
-            dat_ep_post_send(ep, n, segs, cookie(), pick_completion_flags());
+            ret(dat_ep_post_send(ep, n, segs, cookie(), pick_completion_flags()));
             break;
         }
         case 44:
@@ -764,7 +780,7 @@ private:
             const DAT_EP_HANDLE ep = pick(kEp);
             const DAT_COUNT n = nsegs();
             DAT_LMR_TRIPLET* segs = iov(n);
-            dat_ep_post_recv(ep, n, segs, cookie(), pick_completion_flags());
+            ret(dat_ep_post_recv(ep, n, segs, cookie(), pick_completion_flags()));
             break;
         }
         case 46:
@@ -776,9 +792,9 @@ private:
             const bool read = op % 52 == 47;
             const DAT_RMR_TRIPLET* rp = (in_.u8() == 0xff) ? nullptr : &r;
             if (read)
-                dat_ep_post_rdma_read(ep, n, segs, cookie(), rp, pick_completion_flags());
+                ret(dat_ep_post_rdma_read(ep, n, segs, cookie(), rp, pick_completion_flags()));
             else
-                dat_ep_post_rdma_write(ep, n, segs, cookie(), rp, pick_completion_flags());
+                ret(dat_ep_post_rdma_write(ep, n, segs, cookie(), rp, pick_completion_flags()));
             break;
         }
         case 48: {
@@ -788,11 +804,11 @@ private:
             c.as_64 = in_.u64();
             DAT_HANDLE_TYPE type;
             if (sel & 0x10)
-                dat_set_consumer_context(h, c);
+                ret(dat_set_consumer_context(h, c));
             else if (sel & 0x20)
-                dat_get_consumer_context(h, &c);
+                ret(dat_get_consumer_context(h, &c));
             else
-                dat_get_handle_type(h, &type);
+                ret(dat_get_handle_type(h, &type));
             break;
         }
         case 49: {
@@ -800,8 +816,8 @@ private:
             DAT_PROVIDER_ATTR provider_attr{};
             DAT_EVD_HANDLE async;
             const std::uint8_t sel = in_.u8();
-            dat_ia_query(pick_ia(), (sel & 1) ? &async : nullptr, in_.u64(), (sel & 2) ? &ia_attr : nullptr, in_.u64(),
-                         (sel & 4) ? &provider_attr : nullptr);
+            ret(dat_ia_query(pick_ia(), (sel & 1) ? &async : nullptr, in_.u64(), (sel & 2) ? &ia_attr : nullptr,
+                             in_.u64(), (sel & 4) ? &provider_attr : nullptr));
             break;
         }
         case 50: { // connect two endpoints through a fresh PSP, as an application would
@@ -811,7 +827,8 @@ private:
         default: {
             const std::uint8_t sel = in_.u8();
             if (sel == 0xff && ia_open_) { // closing the IA in the middle leaves only stale handles
-                const DAT_RETURN rc = dat_ia_close(ia_, (sel & 1) ? DAT_CLOSE_GRACEFUL_FLAG : DAT_CLOSE_ABRUPT_FLAG);
+                const DAT_RETURN rc =
+                    ret(dat_ia_close(ia_, (sel & 1) ? DAT_CLOSE_GRACEFUL_FLAG : DAT_CLOSE_ABRUPT_FLAG));
                 if (rc == DAT_SUCCESS)
                     ia_open_ = false;
             } else if (sel & 1) {
@@ -823,9 +840,9 @@ private:
                 segs[1].virtual_address = pick_address();
                 segs[1].segment_length = pick_length();
                 if (sel & 2)
-                    dat_lmr_sync_rdma_read(pick_ia(), segs.data(), in_.u8() % 3);
+                    ret(dat_lmr_sync_rdma_read(pick_ia(), segs.data(), in_.u8() % 3));
                 else
-                    dat_lmr_sync_rdma_write(pick_ia(), segs.data(), in_.u8() % 3);
+                    ret(dat_lmr_sync_rdma_write(pick_ia(), segs.data(), in_.u8() % 3));
             }
             break;
         }
@@ -838,25 +855,25 @@ private:
         const DAT_EVD_HANDLE cr_evd = pick(kEvd);
         DAT_CONN_QUAL q = 0;
         DAT_PSP_HANDLE psp;
-        if (dat_psp_create_any(ia_, &q, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != DAT_SUCCESS)
+        if (ret(dat_psp_create_any(ia_, &q, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)) != DAT_SUCCESS)
             return;
         if (!forbidden_port(q) &&
-            dat_ep_connect(active, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&address_), q, 200000, 0, nullptr,
-                           DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG) == DAT_SUCCESS) {
+            ret(dat_ep_connect(active, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&address_), q, 200000, 0, nullptr,
+                               DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG)) == DAT_SUCCESS) {
             DAT_EVENT e{};
             DAT_COUNT nmore;
-            if (dat_evd_wait(cr_evd, 20000, 1, &e, &nmore) == DAT_SUCCESS) {
+            if (ret(dat_evd_wait(cr_evd, 20000, 1, &e, &nmore)) == DAT_SUCCESS) {
                 note_event(cr_evd, e);
                 if (e.event_number == DAT_CONNECTION_REQUEST_EVENT)
-                    dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, passive, 0, nullptr);
+                    ret(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, passive, 0, nullptr));
             }
             for (DAT_EP_HANDLE ep : {active, passive}) {
                 auto it = conn_evd_.find(ep);
-                if (it != conn_evd_.end() && dat_evd_wait(it->second, 5000, 1, &e, &nmore) == DAT_SUCCESS)
+                if (it != conn_evd_.end() && ret(dat_evd_wait(it->second, 5000, 1, &e, &nmore)) == DAT_SUCCESS)
                     note_event(it->second, e);
             }
         }
-        dat_psp_free(psp);
+        ret(dat_psp_free(psp));
     }
 
     Reader& in_;
