@@ -287,6 +287,33 @@ private:
         }
         return in_.u8() == 0xff ? nullptr : iov_.data();
     }
+    // One or two segments inside regions this input registered (perhaps
+    // freed since), at most 4 KiB each.
+    DAT_LMR_TRIPLET* sane_iov(DAT_COUNT& n)
+    {
+        n = 1 + in_.u8() % 2;
+        for (DAT_COUNT i = 0; i < n; ++i) {
+            const LmrInfo* l = pick_lmr();
+            if (!l || l->len == 0) {
+                n = i;
+                break;
+            }
+            const std::uint64_t off = in_.u16() % l->len;
+            const std::uint64_t room = std::min<std::uint64_t>(l->len - off, 4096);
+            iov_[static_cast<std::size_t>(i)] =
+                DAT_LMR_TRIPLET{l->addr + off, static_cast<DAT_SEG_LENGTH>(1 + in_.u16() % room), l->lmr_context};
+        }
+        return iov_.data();
+    }
+    DAT_RMR_TRIPLET sane_remote()
+    {
+        const LmrInfo* l = pick_lmr();
+        if (!l || l->len == 0)
+            return remote();
+        const std::uint64_t off = in_.u16() % l->len;
+        const std::uint64_t room = std::min<std::uint64_t>(l->len - off, 4096);
+        return DAT_RMR_TRIPLET{l->addr + off, static_cast<DAT_SEG_LENGTH>(1 + in_.u16() % room), l->rmr_context};
+    }
     DAT_COUNT nsegs()
     {
         const std::uint8_t sel = in_.u8();
@@ -768,27 +795,28 @@ private:
             ret(dat_ep_disconnect(pick(kEp), (in_.u8() & 1) ? DAT_CLOSE_GRACEFUL_FLAG : DAT_CLOSE_ABRUPT_FLAG));
             break;
         case 42:
-        case 43: {
+        case 43: { // 43: segments inside regions, as an application posts them
             const DAT_EP_HANDLE ep = pick(kEp);
-            const DAT_COUNT n = nsegs();
-            DAT_LMR_TRIPLET* segs = iov(n);
+            DAT_COUNT n = 0;
+            DAT_LMR_TRIPLET* segs = op % 52 == 43 ? sane_iov(n) : iov(n = nsegs());
             ret(dat_ep_post_send(ep, n, segs, cookie(), pick_completion_flags()));
             break;
         }
         case 44:
         case 45: {
             const DAT_EP_HANDLE ep = pick(kEp);
-            const DAT_COUNT n = nsegs();
-            DAT_LMR_TRIPLET* segs = iov(n);
+            DAT_COUNT n = 0;
+            DAT_LMR_TRIPLET* segs = op % 52 == 45 ? sane_iov(n) : iov(n = nsegs());
             ret(dat_ep_post_recv(ep, n, segs, cookie(), pick_completion_flags()));
             break;
         }
         case 46:
         case 47: {
             const DAT_EP_HANDLE ep = pick(kEp);
-            const DAT_COUNT n = nsegs();
-            DAT_LMR_TRIPLET* segs = iov(n);
-            const DAT_RMR_TRIPLET r = remote();
+            const bool sane = in_.u8() & 1;
+            DAT_COUNT n = 0;
+            DAT_LMR_TRIPLET* segs = sane ? sane_iov(n) : iov(n = nsegs());
+            const DAT_RMR_TRIPLET r = sane ? sane_remote() : remote();
             const bool read = op % 52 == 47;
             const DAT_RMR_TRIPLET* rp = (in_.u8() == 0xff) ? nullptr : &r;
             if (read)
@@ -851,8 +879,24 @@ private:
 
     void connect_pair()
     {
-        const DAT_EP_HANDLE active = pick(kEp), passive = pick(kEp);
-        const DAT_EVD_HANDLE cr_evd = pick(kEvd);
+        const std::uint8_t sel = in_.u8();
+        if ((sel & 3) == 0 && !handles_[kPz].empty() && handles_[kEvd].size() >= 4) { // two fresh EPs
+            for (int i = 0; i < 2; ++i) {
+                DAT_EP_HANDLE ep;
+                if (ret(dat_ep_create(ia_, handles_[kPz][0], handles_[kEvd][1], handles_[kEvd][1], handles_[kEvd][2],
+                                      nullptr, &ep)) == DAT_SUCCESS &&
+                    add(kEp, ep))
+                    conn_evd_[ep] = handles_[kEvd][2];
+            }
+        }
+        const auto& eps = handles_[kEp];
+        DAT_EP_HANDLE active = pick(kEp), passive = pick(kEp);
+        if ((sel & 4) && eps.size() >= 2) { // two different ones of this input
+            const std::size_t a = in_.u8() % eps.size();
+            active = eps[a];
+            passive = eps[(a + 1 + in_.u8() % (eps.size() - 1)) % eps.size()];
+        }
+        const DAT_EVD_HANDLE cr_evd = (sel & 8) ? pick(kEvd) : handles_[kEvd][3];
         DAT_CONN_QUAL q = 0;
         DAT_PSP_HANDLE psp;
         if (ret(dat_psp_create_any(ia_, &q, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)) != DAT_SUCCESS)
