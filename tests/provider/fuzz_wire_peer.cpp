@@ -9,6 +9,7 @@
 //    read of its own, so that acknowledgements and read responses meet a
 //    request in flight. Then the peer goes away (goodbye frame, close or
 //    reset).
+// Some inputs' EPs take their receives from an SRQ.
 // Invariants: no crash or sanitizer report; no byte outside the registered
 // region ever changes (canaries); the EP sees its connection end (a
 // connection event that ends it, within a bound); the PSP keeps working:
@@ -57,6 +58,7 @@ struct World {
     DAT_LMR_CONTEXT lmr_context = 0;
     DAT_RMR_CONTEXT rmr_context = 0;
     DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+    DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL; // some inputs' EPs take their receives from it
     DAT_CONN_QUAL qual = 0;
     sockaddr_in address{};
     std::uint64_t inputs = 0;
@@ -70,7 +72,7 @@ void check(bool ok, const char* what, unsigned long long detail = 0)
         fail(what, detail);
 }
 
-DAT_EP_HANDLE make_ep(DAT_EVD_HANDLE conn)
+DAT_EP_HANDLE make_ep(DAT_EVD_HANDLE conn, DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL, DAT_COUNT hard_watermark = 0)
 {
     DAT_EP_ATTR attr{};
     attr.service_type = DAT_SERVICE_TYPE_RC;
@@ -86,7 +88,13 @@ DAT_EP_HANDLE make_ep(DAT_EVD_HANDLE conn)
     attr.max_rdma_read_iov = 2;
     attr.max_rdma_write_iov = 2;
     DAT_EP_HANDLE ep;
-    check(dat_ep_create(w->ia, w->pz, w->dto, w->dto, conn, &attr, &ep) == DAT_SUCCESS, "dat_ep_create");
+    if (srq) {
+        attr.max_recv_dtos = hard_watermark; // on an SRQ: the hard receive watermark (0: none)
+        check(dat_ep_create_with_srq(w->ia, w->pz, w->dto, w->dto, conn, srq, &attr, &ep) == DAT_SUCCESS,
+              "dat_ep_create_with_srq");
+    } else {
+        check(dat_ep_create(w->ia, w->pz, w->dto, w->dto, conn, &attr, &ep) == DAT_SUCCESS, "dat_ep_create");
+    }
     return ep;
 }
 
@@ -296,15 +304,21 @@ void hostile_connection(Reader& in)
 {
     DAT_EVD_HANDLE conn;
     check(dat_evd_create(w->ia, 16, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn) == DAT_SUCCESS, "conn evd");
-    const DAT_EP_HANDLE ep = make_ep(conn);
+    const std::uint8_t kind = in.u8();
+    const bool on_srq = (kind & 3) == 0;
+    const DAT_EP_HANDLE ep = on_srq ? make_ep(conn, w->srq, (kind >> 2) % 4) : make_ep(conn);
     const std::uint8_t setup = in.u8();
-    // Receives for the peer's sends, each in its own slice of the region.
+    // Receives for the peer's sends, each in its own slice of the region
+    // (on the SRQ: as long as it has room; other inputs' may still be there).
     for (unsigned i = 0; i < (setup & 7u); ++i) {
         const std::size_t slice = kRegionBytes / 8;
         DAT_LMR_TRIPLET iov{w->region() + i * slice, static_cast<DAT_SEG_LENGTH>(in.u16() % (slice + 1)),
                             w->lmr_context};
         DAT_DTO_COOKIE cookie{};
-        check(dat_ep_post_recv(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS, "post_recv");
+        if (on_srq)
+            dat_srq_post_recv(w->srq, 1, &iov, cookie);
+        else
+            check(dat_ep_post_recv(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG) == DAT_SUCCESS, "post_recv");
     }
     const int fd = connect_to_psp();
     cm::Message request;
@@ -450,6 +464,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***)
                          DAT_VA_TYPE_VA, &w->lmr, &w->lmr_context, &w->rmr_context, &size, &va) == DAT_SUCCESS,
           "dat_lmr_create");
     w->pool.registered(w->region(), kRegionBytes, DAT_MEM_PRIV_ALL_FLAG);
+    DAT_SRQ_ATTR srq_attr{64, 2, DAT_SRQ_LW_DEFAULT};
+    check(dat_srq_create(w->ia, w->pz, &srq_attr, &w->srq) == DAT_SUCCESS, "dat_srq_create");
     // A port of our own, never one of those other tests use: a forbidden
     // one is held while the next is taken, then given back.
     check(dat_psp_create_any(w->ia, &w->qual, w->cr, DAT_PSP_CONSUMER_FLAG, &w->psp) == DAT_SUCCESS, "psp");
