@@ -925,7 +925,7 @@ TEST_F(Models, DupConnectAndCrHandoff)
 TEST_F(Models, DifferentIasAreNotHaRelated)
 {
     DAT_IA_HANDLE second;
-    DAT_EVD_HANDLE second_async;
+    DAT_EVD_HANDLE second_async = DAT_HANDLE_NULL; // NULL: the IA makes its own
     ASSERT_EQ(dat_ia_open(const_cast<char*>("fastdapl-tcp-b"), 8, &second_async, &second), kOk);
     DAT_HA_RELATIONSHIP rel = DAT_HA_UNKNOWN;
     ASSERT_EQ(dat_registry_providers_related(test_ia_name(), const_cast<char*>("fastdapl-tcp-b"), &rel), kOk);
