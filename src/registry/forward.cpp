@@ -515,8 +515,25 @@ FASTDAPL_EXPORT DAT_RETURN dat_srq_set_lw(DAT_SRQ_HANDLE srq, DAT_COUNT low_wate
 
 // --- extensions --------------------------------------------------------------
 
+// The open and close ops of an extension (DAT_OPEN/CLOSE_EXTENSION_BASE,
+// as dat_ib_open_query/dat_ib_close_query) are the registry's: they open a
+// named IA and close it (registry.cpp). Every other op goes to the provider
+// of its handle.
 FASTDAPL_EXPORT DAT_RETURN dat_extension_op(DAT_HANDLE h, DAT_EXTENDED_OP op, ...)
 {
+    if (op & (kOpenExtensionBase | kCloseExtensionBase)) [[unlikely]] {
+        va_list args;
+        va_start(args, op);
+        DAT_RETURN rc;
+        if (op & kOpenExtensionBase) {
+            const char* name = va_arg(args, const char*);
+            rc = open_extension(name, op, args);
+        } else {
+            rc = close_extension(h, op, args);
+        }
+        va_end(args);
+        return rc;
+    }
     const DAT_HANDLE target = any_handle(h);
     const DAT_PROVIDER* p = provider_of(target);
     if (!p)

@@ -628,3 +628,85 @@ FASTDAPL_EXPORT DAT_RETURN dat_ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS
 }
 
 } // extern "C"
+
+namespace fastdapl::registry {
+
+DAT_RETURN open_extension(const char* name, DAT_EXTENDED_OP op, va_list args)
+{
+    if (!name)
+        return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (std::memchr(name, '\0', DAT_NAME_MAX_LENGTH) == nullptr)
+        return dat_error(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    va_list peek;
+    va_copy(peek, args);
+    DAT_HANDLE* ia_out = va_arg(peek, DAT_HANDLE*);
+    va_end(peek);
+    if (!ia_out)
+        return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    load_conf_locked(s);
+    // The entry of that name for uDAPL 2.0, as dat_ia_open would find it,
+    // of either thread safety (the op names no level).
+    DAT_RETURN why = DAT_SUCCESS;
+    Entry* e = find_entry_locked(s, name, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE, why);
+    if (!e) {
+        DAT_RETURN why_safe = DAT_SUCCESS;
+        e = find_entry_locked(s, name, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_TRUE, why_safe);
+    }
+    if (!e)
+        return why;
+    if (DAT_RETURN rc = load_provider_locked(s, *e); rc != DAT_SUCCESS)
+        return rc;
+    const DAT_PROVIDER* p = e->provider;
+    DAT_RETURN rc = p->handle_extendedop_func ? p->handle_extendedop_func(const_cast<char*>(name), op, args)
+                                              : dat_error(DAT_MODEL_NOT_SUPPORTED);
+    if (rc == DAT_SUCCESS && !*ia_out)
+        rc = dat_error(DAT_INTERNAL_ERROR);
+    if (rc != DAT_SUCCESS) {
+        if (e->open_count == 0)
+            unload_provider_locked(s, *e);
+        return rc;
+    }
+    ++e->open_count;
+    *ia_out = allocate_ia_slot(s, *ia_out, e);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN close_extension(DAT_HANDLE ia, DAT_EXTENDED_OP op, va_list args)
+{
+    State& s = state();
+    DAT_IA_HANDLE real = nullptr;
+    Entry* e = nullptr;
+    std::size_t slot = 0;
+    {
+        std::lock_guard lock(s.table_mutex);
+        slot = find_slot_locked(s, ia);
+        if (slot == 0 || s.slots[slot].closing)
+            return dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+        s.slots[slot].closing = true;
+        real = s.slots[slot].real;
+        e = s.slots[slot].entry;
+    }
+    const DAT_PROVIDER* p = e->provider;
+    const DAT_RETURN rc = !p                           ? dat_error(DAT_INTERNAL_ERROR)
+                          : !p->handle_extendedop_func ? dat_error(DAT_MODEL_NOT_SUPPORTED)
+                                                       : p->handle_extendedop_func(real, op, args);
+    if (rc != DAT_SUCCESS) {
+        std::lock_guard lock(s.table_mutex);
+        s.slots[slot].closing = false;
+        return rc;
+    }
+    std::lock_guard lock(s.mutex);
+    {
+        std::lock_guard table_lock(s.table_mutex);
+        s.slots[slot].real = nullptr;
+        s.slots[slot].entry = nullptr;
+        s.slots[slot].closing = false;
+    }
+    if (--e->open_count == 0)
+        unload_provider_locked(s, *e);
+    return DAT_SUCCESS;
+}
+
+} // namespace fastdapl::registry

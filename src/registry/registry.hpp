@@ -9,6 +9,7 @@
 #include <dat2/dat_registry.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <cstdint>
 
 #define FASTDAPL_EXPORT __attribute__((visibility("default")))
@@ -101,6 +102,20 @@ inline const DAT_PROVIDER* provider_of(DAT_HANDLE h)
         return p; // nullptr if it matched a cleared slot
     return provider_of_scan(p);
 }
+
+// DAT_OPEN_EXTENSION_BASE and DAT_CLOSE_EXTENSION_BASE (dat.h, under
+// DAT_EXTENSIONS): the bits of an extension's open and close ops.
+inline constexpr DAT_EXTENDED_OP kOpenExtensionBase = 0x1000;
+inline constexpr DAT_EXTENDED_OP kCloseExtensionBase = 0x2000;
+
+// An extension's open op (dat_ib_open_query): the provider of IA `name`
+// (loaded as dat_ia_open would) is called with the name as its handle and
+// the arguments after the name, the first of them where it writes the IA
+// handle; that IA then counts as open, under a handle of this registry.
+DAT_RETURN open_extension(const char* name, DAT_EXTENDED_OP op, va_list args);
+// An extension's close op (dat_ib_close_query) on an IA handle that
+// open_extension gave: the provider's op, then the IA is closed here.
+DAT_RETURN close_extension(DAT_HANDLE ia, DAT_EXTENDED_OP op, va_list args);
 
 // Debug output on stderr, enabled by FASTDAPL_DEBUG or DAT_DBG_TYPE set to
 // a non-zero value.

@@ -630,9 +630,11 @@ std::vector<Dispatch> dispatch_table()
          [](DAT_HANDLE h) { return dat_srq_query(h, DAT_SRQ_FIELD_ALL, static_cast<DAT_SRQ_PARAM*>(P(0x228))); }, {DAT_SRQ_FIELD_ALL, 0x228}},
         {"dat_srq_resize", "srq_resize_func", false, [](DAT_HANDLE h) { return dat_srq_resize(h, 256); }, {256}},
         {"dat_srq_set_lw", "srq_set_lw_func", false, [](DAT_HANDLE h) { return dat_srq_set_lw(h, 3); }, {3}},
+        // An op outside DAT_OPEN/CLOSE_EXTENSION_BASE (0x1000, 0x2000), which
+        // the registry handles itself (dat_ib_open_query, dat_ib_close_query).
         {"dat_extension_op", "handle_extendedop_func", false,
-         [](DAT_HANDLE h) { return dat_extension_op(h, 0x1001, DAT_UINT64{0xaa}, DAT_UINT64{0xbb}, DAT_UINT64{0xcc}); },
-         {0x1001, 0xaa, 0xbb, 0xcc}},
+         [](DAT_HANDLE h) { return dat_extension_op(h, 0x101, DAT_UINT64{0xaa}, DAT_UINT64{0xbb}, DAT_UINT64{0xcc}); },
+         {0x101, 0xaa, 0xbb, 0xcc}},
     };
 }
 
