@@ -188,6 +188,29 @@ public:
         return post_general(opcode, sge, nsge, total_len, remote, imm, fm_ce_se, cookie);
     }
 
+    // An 8-byte atomic (MLX5_OPCODE_ATOMIC_CS or _FA) on `remote`, its
+    // original value returned into `local`: control, remote address, atomic
+    // and data segments, one basic block. `swap_add` is the value stored
+    // (compare and swap) or added (fetch and add); `compare` is unused for
+    // fetch and add. False when the queue is full.
+    bool post_atomic(std::uint8_t opcode, const Sge& local, const RemoteAddress& remote, std::uint64_t swap_add,
+                     std::uint64_t compare, std::uint8_t fm_ce_se, std::uint64_t cookie)
+    {
+        if (free_bbs() == 0) [[unlikely]]
+            return false;
+        const std::uint32_t index = pi_ & mask_;
+        std::uint8_t* const wqe = bb(index);
+        write_remote(wqe + kSegmentSize, &remote);
+        auto* atomic = reinterpret_cast<mlx5_wqe_atomic_seg*>(wqe + 2 * kSegmentSize);
+        atomic->swap_add = htobe64(swap_add);
+        atomic->compare = htobe64(compare);
+        mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(wqe + 3 * kSegmentSize), local.length, local.lkey,
+                            local.addr);
+        write_ctrl(wqe, opcode, 4, fm_ce_se, 0);
+        finish(index, wqe, 1, 1, opcode, local.length, fm_ce_se, cookie);
+        return true;
+    }
+
     // Publishes every WQE posted since the last call.
     [[gnu::always_inline]] void ring()
     {

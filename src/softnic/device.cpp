@@ -25,16 +25,19 @@ using fastpath::Sge;
 
 // Wire frames: a 24-byte header in network byte order, then `length` bytes.
 enum FrameType : std::uint8_t {
-    kSend = 1,     // flags: kImm, kSolicited
-    kWrite = 2,    // flags: kImm
-    kReadReq = 3,  // addr, rkey, length = bytes to read; no payload
-    kReadResp = 4, // payload
-    kAck = 5,      // a SEND or WRITE was placed
-    kNak = 6,      // syndrome; the connection is broken after it
+    kSend = 1,       // flags: kImm, kSolicited
+    kWrite = 2,      // flags: kImm
+    kReadReq = 3,    // addr, rkey, length = bytes to read; no payload
+    kReadResp = 4,   // payload
+    kAck = 5,        // a SEND or WRITE was placed
+    kNak = 6,        // syndrome; the connection is broken after it
     kDisconnect = 7, // an orderly end: the sender closes after it; a stream
                      // that ends without one was broken (peer died, link cut)
+    kAtomicReq = 8,  // addr, rkey; payload: swap_add, compare (16 bytes, big-endian);
+                     // flags: kCompareSwap (else fetch and add). Answered by a
+                     // kReadResp of the target's original 8 bytes.
 };
-enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2 };
+enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4 };
 constexpr std::uint8_t kWireVersion = 1;
 constexpr std::size_t kHeader = 24;
 constexpr std::size_t kOutputHighWater = 8u << 20; // stop taking WQEs while this much is unsent
@@ -709,25 +712,29 @@ bool Device::execute_send_queue(Qp& qp)
         f.signaled = signaled;
         const bool rdma = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM ||
                           opcode == MLX5_OPCODE_RDMA_READ;
+        // 8-byte atomics: remote address, atomic and one data segment, the
+        // original value scattered into it as a read's response is.
+        const bool atomic = opcode == MLX5_OPCODE_ATOMIC_CS || opcode == MLX5_OPCODE_ATOMIC_FA;
+        const bool reads_back = opcode == MLX5_OPCODE_RDMA_READ || atomic;
         // A NOP moves nothing: it completes in order, once everything
         // before it has (memory-window binds are ordered this way).
         const bool nop = opcode == MLX5_OPCODE_NOP;
-        const bool known = rdma || nop || opcode == MLX5_OPCODE_SEND || opcode == MLX5_OPCODE_SEND_IMM;
+        const bool known = rdma || atomic || nop || opcode == MLX5_OPCODE_SEND || opcode == MLX5_OPCODE_SEND_IMM;
         std::uint64_t raddr = 0;
         std::uint32_t rkey = 0;
         std::uint32_t first_data = 1;
-        if (rdma) {
+        if (rdma || atomic) {
             const auto* r = reinterpret_cast<const mlx5_wqe_raddr_seg*>(seg(bb, 1));
             raddr = be64toh(r->raddr);
             rkey = be32toh(r->rkey);
-            first_data = 2;
+            first_data = atomic ? 3 : 2;
         }
         // Gather (or, for READ, record the scatter list), checking every key.
         bool local_ok = known && ds >= first_data && ds - first_data <= (qp.max_inline_ + 4 + 15) / 16 + kMaxSge &&
                         (!nop || ds == 1);
         payload.clear();
         const std::uint32_t first_word = ds > first_data ? be32toh(*reinterpret_cast<const std::uint32_t*>(seg(bb, first_data))) : 0;
-        if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && opcode != MLX5_OPCODE_RDMA_READ) {
+        if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && !reads_back) {
             std::uint32_t len = first_word & ~MLX5_INLINE_SEG;
             local_ok = len <= qp.max_inline_;
             // Inline bytes start 4 bytes into the segment and may wrap.
@@ -741,7 +748,7 @@ bool Device::execute_send_queue(Qp& qp)
             for (std::uint32_t i = first_data; local_ok && i < ds; ++i) {
                 const auto* d = reinterpret_cast<const mlx5_wqe_data_seg*>(seg(bb, i));
                 const Sge s{be64toh(d->addr), be32toh(d->byte_count), be32toh(d->lkey)};
-                if (opcode == MLX5_OPCODE_RDMA_READ) {
+                if (reads_back) {
                     local_ok = f.nsge < kMaxSge && memory_.check(s.lkey, s.addr, s.length, kLocalWrite, qp.pd_);
                     if (local_ok)
                         f.sge[f.nsge++] = s;
@@ -756,6 +763,8 @@ bool Device::execute_send_queue(Qp& qp)
             }
         }
         if (local_ok && f.length > kMaxMessageSize)
+            local_ok = false;
+        if (atomic && (ds != 4 || f.length != 8))
             local_ok = false;
         qp.sq_next_ += bbs;
         worked = true;
@@ -784,6 +793,14 @@ bool Device::execute_send_queue(Qp& qp)
         case MLX5_OPCODE_RDMA_READ:
             send_frame(qp, kReadReq, 0, 0, raddr, rkey, 0, nullptr, f.length); // header only: length is what to read
             break;
+        case MLX5_OPCODE_ATOMIC_CS:
+        case MLX5_OPCODE_ATOMIC_FA: {
+            std::uint8_t operands[16]; // swap_add, compare: big-endian in the WQE and on the wire
+            std::memcpy(operands, seg(bb, 2), sizeof operands);
+            send_frame(qp, kAtomicReq, opcode == MLX5_OPCODE_ATOMIC_CS ? kCompareSwap : 0, 0, raddr, rkey, 0, operands,
+                       sizeof operands);
+            break;
+        }
         case MLX5_OPCODE_NOP:
             if (qp.inflight_.empty()) {
                 if (signaled)
@@ -827,7 +844,7 @@ bool Device::receive(Qp& qp)
     std::size_t pos = 0;
     while (qp.state() == QpState::ready && qp.in_.size() - pos >= kHeader) {
         const WireHeader h = decode(qp.in_.data() + pos);
-        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kDisconnect) {
+        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kAtomicReq) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
             break;
         }
@@ -961,6 +978,36 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(h.addr), h.length);
         return true;
     }
+    case kAtomicReq: {
+        // IB: an atomic needs an 8-byte aligned target (else an invalid
+        // request), and here remote read and write rights on it.
+        std::uint8_t syndrome = 0;
+        if (payload_len != 16 || (h.addr & 7) != 0)
+            syndrome = MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR;
+        else if (!memory_.check(h.rkey, h.addr, 8, kRemoteRead | kRemoteWrite, qp.pd_, qp.qpn_))
+            syndrome = MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+        if (syndrome) {
+            send_frame(qp, kNak, 0, syndrome, 0, 0, 0, nullptr, 0);
+            flush_output(qp);
+            fail(qp, syndrome, false);
+            return false;
+        }
+        std::uint64_t swap_add = 0, compare = 0;
+        std::memcpy(&swap_add, payload, 8);
+        std::memcpy(&compare, payload + 8, 8);
+        swap_add = be64toh(swap_add);
+        compare = be64toh(compare);
+        // Atomic with respect to every other atomic on this word, whichever
+        // queue pair or process issues it.
+        auto* target = reinterpret_cast<std::uint64_t*>(h.addr);
+        std::uint64_t original = compare;
+        if (h.flags & kCompareSwap)
+            __atomic_compare_exchange_n(target, &original, swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        else
+            original = __atomic_fetch_add(target, swap_add, __ATOMIC_SEQ_CST);
+        send_frame(qp, kReadResp, 0, 0, 0, 0, 0, &original, sizeof original);
+        return true;
+    }
     case kAck:
     case kReadResp: {
         if (qp.inflight_.empty()) {
@@ -968,7 +1015,8 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             return false;
         }
         Qp::InFlight& f = qp.inflight_.front();
-        const bool is_read = f.opcode == MLX5_OPCODE_RDMA_READ;
+        const bool is_read = f.opcode == MLX5_OPCODE_RDMA_READ || f.opcode == MLX5_OPCODE_ATOMIC_CS ||
+                             f.opcode == MLX5_OPCODE_ATOMIC_FA; // answered with the data
         if (is_read != (h.type == kReadResp) || (is_read && payload_len != f.length)) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
             return false;
