@@ -45,6 +45,36 @@ namespace fastdapl::core::dp {
     return verbs_path::post_request(ep, opcode, n, iov, total, cookie.as_64, remote, flags);
 }
 
+// --- extended requests (the IB extensions; extensions.cpp) ---------------------------------
+
+// Whether the EP's device runs write with immediate data and atomics.
+inline bool runs_extended_requests(const Ep* ep)
+{
+    return ep->path == PathKind::softnic;
+}
+
+// An RDMA write followed by immediate data for the peer's receive.
+inline DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET* remote, std::uint32_t imm,
+                                       DAT_COMPLETION_FLAGS flags)
+{
+    if (ep->path != PathKind::softnic)
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    return softnic_path::post_write_immediate(ep, n, iov, total, cookie.as_64, remote, imm,
+                                              fastpath::control_flags(flags));
+}
+
+// An 8-byte compare and swap (`compare_swap`) or fetch and add.
+inline DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& local, const DAT_RMR_TRIPLET& remote,
+                              std::uint64_t swap_add, std::uint64_t compare, DAT_DTO_COOKIE cookie,
+                              DAT_COMPLETION_FLAGS flags)
+{
+    if (ep->path != PathKind::softnic)
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    return softnic_path::post_atomic(ep, compare_swap ? MLX5_OPCODE_ATOMIC_CS : MLX5_OPCODE_ATOMIC_FA, local, remote,
+                                     swap_add, compare, cookie.as_64, fastpath::control_flags(flags));
+}
+
 inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie)
 {
     switch (ep->path) {

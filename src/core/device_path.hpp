@@ -58,6 +58,9 @@ public:
 
     // Limits: the device's own over the provider's defaults.
     virtual void limit_ia_attr(DAT_IA_ATTR& attr) const = 0;
+    // Whether the IB extensions' requests run here (write with immediate
+    // data, atomics: extensions.cpp, data_path.hpp).
+    virtual bool ib_extensions() const { return false; }
     // Whether endpoints' high watermarks can be kept (the device shows when
     // an endpoint takes an SRQ buffer), and whether an SRQ endpoint may be
     // in another PZ than its SRQ.

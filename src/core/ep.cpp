@@ -94,6 +94,9 @@ DAT_RETURN complete_ep_attr(const Ia& ia, DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE whi
     // d's segment counts are the IA's limits (the provider's, lowered to the device's).
     const auto sge_ok = [&d](DAT_COUNT n) { return n > 0 && n <= d.max_request_iov; };
     const auto depth_ok = [](DAT_COUNT n) { return n > 0 && n <= kMaxDtosPerEp; };
+    // The IB extensions' UD endpoints are a model no device kind offers yet.
+    if (raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD)
+        return error(DAT_MODEL_NOT_SUPPORTED);
     if (raw(a.service_type) != DAT_SERVICE_TYPE_RC || !depth_ok(a.max_recv_dtos) || !depth_ok(a.max_request_dtos) ||
         !sge_ok(a.max_recv_iov) || !sge_ok(a.max_request_iov) || !sge_ok(a.max_rdma_read_iov) ||
         !sge_ok(a.max_rdma_write_iov) || a.max_message_size > kMaxMessageSize || a.max_rdma_size > kMaxMessageSize ||

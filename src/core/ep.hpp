@@ -49,6 +49,7 @@ public:
     // Private data of the last connection event, kept while the consumer may read it.
     std::uint32_t event_pdata_size = 0;
     std::uint8_t event_pdata[kMaxConnectionPrivateData] = {};
+    EpCounters ib_counters; // dat_ib_query_counters
 };
 
 // Every DAT_QOS value the spec defines, alone or together. Each is taken

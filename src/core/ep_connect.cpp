@@ -95,6 +95,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     Ep* ep = from_handle<Ep>(handle);
     if (!ep)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    ep->ib_counters.add(DCNT_EP_CONNECT); // requests, as dat_ib_query_counters reports them
     if (timeout == 0 || pdata_size < 0 || pdata_size > max_private_data(ep->ia) || (pdata_size > 0 && !pdata))
         return error(DAT_INVALID_PARAMETER, timeout == 0 ? DAT_INVALID_ARG4 : DAT_INVALID_ARG5);
     if (static_cast<std::uint32_t>(qos) & ~kAllQos)
@@ -226,6 +227,7 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE handle, DAT_CLOSE_FLAGS flags)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     if (raw(flags) != DAT_CLOSE_ABRUPT_FLAG && raw(flags) != DAT_CLOSE_GRACEFUL_FLAG)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    ep->ib_counters.add(DCNT_EP_DISCONNECT);
     DAT_EP_STATE s = ep->state.load();
     if (s == DAT_EP_STATE_DISCONNECTED)
         return DAT_SUCCESS; // nothing to do, no event

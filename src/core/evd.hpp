@@ -5,6 +5,7 @@
 #pragma once
 
 #include "device_path.hpp"
+#include "extensions.hpp"
 #include "handles.hpp"
 
 #include "spin_lock.hpp"
@@ -38,6 +39,7 @@ public:
     std::atomic<bool> overflow_reported{false}; // DAT_ASYNC_ERROR_EVD_OVERFLOW goes out once
     std::atomic<int> users{0};                  // EPs and PSPs that report here
     std::atomic<Cno*> cno{nullptr};             // notified of new events while enabled and not waited on
+    EvdCounters ib_counters;                    // dat_ib_query_counters
 };
 
 Evd* new_evd(Ia* ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags);

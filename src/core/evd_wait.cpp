@@ -58,6 +58,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     Evd* evd = from_handle<Evd>(handle);
     if (!evd)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+    evd->ib_counters.add(DCNT_EVD_WAIT);
     if (threshold <= 0 || threshold > evd->qlen)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (!event)

@@ -18,6 +18,7 @@
 
 #include "connection.hpp"
 #include "device_path.hpp"
+#include "extensions.hpp"
 #include "handles.hpp"
 
 #include <netinet/in.h>
@@ -62,19 +63,61 @@ public:
     std::map<std::uint64_t, Psp*> listeners; // listener id -> PSP
     std::map<std::uint64_t, Ep*> attempts;   // connect or accept id -> EP
     std::vector<Object*> requests;           // CRs not yet accepted or rejected: an abrupt close ends them
+    IaCounters ib_counters;                  // dat_ib_query_counters
 
     void adopt(Object* o)
     {
         std::lock_guard lock(objects_mutex);
         objects.push_back(o);
         ++children;
+        count_object(o->type, true);
     }
     void forget(Object* o)
     {
         std::lock_guard lock(objects_mutex);
         std::erase(objects, o);
         --children;
+        count_object(o->type, false);
     }
+
+private:
+    // The IA's object counters (dat_ib_query_counters) by handle type.
+    void count_object(DAT_HANDLE_TYPE type, bool created)
+    {
+        int which = -1;
+        switch (type) {
+        case DAT_HANDLE_TYPE_PZ:
+            which = created ? DCNT_IA_PZ_CREATE : DCNT_IA_PZ_FREE;
+            break;
+        case DAT_HANDLE_TYPE_LMR:
+            which = created ? DCNT_IA_LMR_CREATE : DCNT_IA_LMR_FREE;
+            break;
+        case DAT_HANDLE_TYPE_RMR:
+            which = created ? DCNT_IA_RMR_CREATE : DCNT_IA_RMR_FREE;
+            break;
+        case DAT_HANDLE_TYPE_PSP:
+            which = created ? DCNT_IA_PSP_CREATE : DCNT_IA_PSP_FREE;
+            break;
+        case DAT_HANDLE_TYPE_RSP:
+            which = created ? DCNT_IA_RSP_CREATE : DCNT_IA_RSP_FREE;
+            break;
+        case DAT_HANDLE_TYPE_EVD:
+            which = created ? DCNT_IA_EVD_CREATE : DCNT_IA_EVD_FREE;
+            break;
+        case DAT_HANDLE_TYPE_EP:
+            which = created ? DCNT_IA_EP_CREATE : DCNT_IA_EP_FREE;
+            break;
+        case DAT_HANDLE_TYPE_SRQ:
+            which = created ? DCNT_IA_SRQ_CREATE : DCNT_IA_SRQ_FREE;
+            break;
+        default:
+            break;
+        }
+        if (which >= 0)
+            ib_counters.add(which);
+    }
+
+public:
 };
 
 // The IA handle a consumer holds (for query results): the hosting

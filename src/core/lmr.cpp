@@ -24,7 +24,11 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
     if (!lmr_out)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
-    if (privileges & ~DAT_MEM_PRIV_ALL_FLAG)
+    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC where the IB extensions run: atomics
+    // there need remote read and write (which it does not grant by itself).
+    const std::uint32_t allowed =
+        DAT_MEM_PRIV_ALL_FLAG | (ia->device->ib_extensions() ? DAT_IB_MEM_PRIV_REMOTE_ATOMIC : 0);
+    if (privileges & ~allowed)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
     if (va_type == DAT_VA_TYPE_ZB)
         return error(DAT_MODEL_NOT_SUPPORTED); // zb_supported is FALSE

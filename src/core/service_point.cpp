@@ -26,6 +26,7 @@ void deliver_request(Ia* ia, Psp* psp, const IncomingRequest& r)
         ia->cm->refuse(r.id, Refusal::full);
         return;
     }
+    ia->ib_counters.add(DCNT_IA_SP_CR);
     cr->provider = ia->provider;
     cr->ia = ia;
     cr->psp = psp;
@@ -160,7 +161,10 @@ DAT_RETURN psp_create_any(DAT_IA_HANDLE handle, DAT_CONN_QUAL* qual, DAT_EVD_HAN
     Ia* ia = from_handle<Ia>(handle);
     if (!ia)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-    return psp_create_common(ia, qual, true, evd, flags, out);
+    const DAT_RETURN rc = psp_create_common(ia, qual, true, evd, flags, out);
+    if (rc == DAT_SUCCESS)
+        ia->ib_counters.add(DCNT_IA_PSP_CREATE_ANY);
+    return rc;
 }
 
 DAT_RETURN psp_query(DAT_PSP_HANDLE handle, DAT_PSP_PARAM_MASK mask, DAT_PSP_PARAM* p)
@@ -427,6 +431,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
         ep->state = DAT_EP_STATE_DISCONNECTED;
         post_connection_event(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, nullptr, 0);
     }
+    ia->ib_counters.add(DCNT_IA_SP_CR_ACCEPTED);
     destroy_object(cr); // the CR is consumed either way
     return DAT_SUCCESS;
 }
@@ -495,6 +500,7 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE handle, DAT_COUNT pdata_size, const DAT_PVOID
         std::lock_guard lock(cr->ia->cm_mutex);
         std::erase(cr->ia->requests, cr);
     }
+    cr->ia->ib_counters.add(DCNT_IA_SP_CR_REJECTED);
     give_back_endpoint(cr);
     destroy_object(cr);
     return DAT_SUCCESS;

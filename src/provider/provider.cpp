@@ -3,6 +3,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include "api.hpp"
+#include "extensions.hpp"
 #include "handles.hpp"
 
 #include <dlfcn.h>
@@ -43,6 +44,46 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
         reg = it->second.get();
     }
     return fastdapl::core::ia_open(reg->ia_params, &reg->table, name, async_qlen, async_evd, ia_out);
+}
+
+// dat_ib_open_query: the registry (ours or the reference's) passes the IA's
+// name as the handle, the arguments after it in `args`. The IA opens with
+// an async EVD of its own and no consumer objects; dat_ib_close_query
+// closes it (abruptly: nothing was made on it).
+DAT_RETURN open_query(const char* name, va_list args)
+{
+    DAT_HANDLE* ia_out = va_arg(args, DAT_HANDLE*);
+    const auto ia_mask = va_arg(args, DAT_IA_ATTR_MASK);
+    DAT_IA_ATTR* ia_attr = va_arg(args, DAT_IA_ATTR*);
+    const auto provider_mask = va_arg(args, DAT_PROVIDER_ATTR_MASK);
+    DAT_PROVIDER_ATTR* provider_attr = va_arg(args, DAT_PROVIDER_ATTR*);
+    if (!name)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (!ia_out)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    if ((ia_mask && !ia_attr) || (provider_mask && !provider_attr))
+        return error(DAT_INVALID_PARAMETER, ia_mask && !ia_attr ? DAT_INVALID_ARG6 : DAT_INVALID_ARG8);
+    DAT_EVD_HANDLE async_evd = DAT_HANDLE_NULL;
+    DAT_IA_HANDLE ia = nullptr;
+    if (DAT_RETURN rc = ia_open(const_cast<char*>(name), 8, &async_evd, &ia); rc != DAT_SUCCESS)
+        return rc;
+    if (DAT_RETURN rc = ia_query(ia, nullptr, ia_mask, ia_attr, provider_mask, provider_attr); rc != DAT_SUCCESS) {
+        ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+        return rc;
+    }
+    *ia_out = ia;
+    return DAT_SUCCESS;
+}
+
+// dat_extension_op's entry: the open/close query pair here (it knows the
+// registered names), every other operation in src/core.
+DAT_RETURN extended_op(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
+{
+    if (op == DAT_IB_OPEN_QUERY_OP)
+        return open_query(static_cast<const char*>(handle), args);
+    if (op == DAT_IB_CLOSE_QUERY_OP)
+        return ia_close(handle, DAT_CLOSE_ABRUPT_FLAG);
+    return handle_extendedop(handle, op, args);
 }
 
 // Calls not offered yet (RMR, CSP, handoff, dup_connect, HA; the issue
@@ -138,7 +179,7 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.cno_fd_create_func = &cno_fd_create;
     t.cno_trigger_func = &cno_trigger;
     t.ia_ha_related_func = &ia_ha_related;
-    t.handle_extendedop_func = [](DAT_HANDLE, DAT_EXTENDED_OP, va_list) { return not_supported(); };
+    t.handle_extendedop_func = &extended_op;
 }
 
 #undef FASTDAPL_LATER

@@ -8,6 +8,7 @@
 
 #include "../ep.hpp"
 #include "../evd.hpp"
+#include "../extensions.hpp"
 #include "../rmr.hpp"
 #include "queues.hpp" // fastpath
 
@@ -16,6 +17,8 @@
 namespace fastdapl::core {
 
 // The DAT operation of a request by its mlx5 opcode (5 bits): one load.
+// The IB extensions' requests and the memory-window bind (a NOP) are at
+// kExtendedOperationBase or above: one test finds both.
 inline constexpr struct OperationTable {
     DAT_DTOS of[32];
     constexpr OperationTable() : of{}
@@ -23,8 +26,11 @@ inline constexpr struct OperationTable {
         for (auto& o : of)
             o = DAT_DTO_SEND;
         of[MLX5_OPCODE_RDMA_WRITE] = DAT_DTO_RDMA_WRITE;
-        of[MLX5_OPCODE_RDMA_WRITE_IMM] = DAT_DTO_RDMA_WRITE;
+        of[MLX5_OPCODE_RDMA_WRITE_IMM] = static_cast<DAT_DTOS>(DAT_IB_DTO_RDMA_WRITE_IMMED);
         of[MLX5_OPCODE_RDMA_READ] = DAT_DTO_RDMA_READ;
+        of[MLX5_OPCODE_ATOMIC_CS] = static_cast<DAT_DTOS>(DAT_IB_DTO_CMP_SWAP);
+        of[MLX5_OPCODE_ATOMIC_FA] = static_cast<DAT_DTOS>(DAT_IB_DTO_FETCH_ADD);
+        of[MLX5_OPCODE_NOP] = kWindowBindOperation;
     }
 } kOperationOf;
 
@@ -100,19 +106,23 @@ template <class Kind, class Completions>
         d.status = attention ? fastpath::CompletionQueue::status(cqe) : DAT_DTO_SUCCESS;
         if (request) {
             const fastpath::SendSlot& slot = q->sq.slot(counter);
-            if (slot.opcode == MLX5_OPCODE_NOP) [[unlikely]] { // a memory-window bind (rmr.cpp)
-                const DAT_DTO_COMPLETION_STATUS status = d.status;
-                q->sq.retire_through(counter);
-                view.consume();
-                view.publish_consumer_index();
-                const bool report = rmr_bind_completed(ep, evd, status, e);
-                Kind::reaped(ep, *q, evd, status, true);
-                if (report)
-                    return true;
-                continue;
+            const DAT_DTOS operation = operation_of(slot.opcode);
+            if (operation >= kExtendedOperationBase) [[unlikely]] {
+                if (operation == kWindowBindOperation) { // a memory-window bind (rmr.cpp)
+                    const DAT_DTO_COMPLETION_STATUS status = d.status;
+                    q->sq.retire_through(counter);
+                    view.consume();
+                    view.publish_consumer_index();
+                    const bool report = rmr_bind_completed(ep, evd, status, e);
+                    Kind::reaped(ep, *q, evd, status, true);
+                    if (report)
+                        return true;
+                    continue;
+                }
+                mark_extended_request(e, operation); // an IB extension's request: an extended event
             }
             d.user_cookie.as_64 = slot.cookie;
-            d.operation = operation_of(slot.opcode);
+            d.operation = operation;
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? slot.length : 0;
             q->sq.retire_through(counter);
         } else {
@@ -136,6 +146,10 @@ template <class Kind, class Completions>
             Kind::receive_reaped(*q);
             d.operation = DAT_DTO_RECEIVE;
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? be32toh(cqe->byte_cnt) : 0;
+            // RESP_WR_IMM (1) and RESP_SEND_IMM (3), the odd receive opcodes,
+            // carry immediate data: an extended event.
+            if (opcode & 1) [[unlikely]]
+                mark_immediate_receive(e, ep, opcode, cqe->imm_inval_pkey);
         }
         // Released only now: the device may reuse the entry once it is published.
         view.consume();

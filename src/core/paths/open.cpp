@@ -118,6 +118,13 @@ DAT_RETURN open_device_path(const std::string& ia_params, std::unique_ptr<Device
     // MTU when not told (the reference's dtestsrq refuses to run without
     // it). The softnic has no packets; 4096 is the largest IB/RoCE MTU.
     specific.emplace_back("DAT_IB_TRANSPORT_MTU", "4096");
+    // The IB extensions it runs (extensions.cpp), named as consumers of the
+    // reference look for them; no UD endpoints.
+    specific.emplace_back(DAT_IB_ATTR_IMMED_DATA, "TRUE");
+    specific.emplace_back(DAT_IB_ATTR_CMP_AND_SWAP, "TRUE");
+    specific.emplace_back(DAT_IB_ATTR_FETCH_AND_ADD, "TRUE");
+    specific.emplace_back(DAT_IB_ATTR_COUNTERS, "TRUE");
+    specific.emplace_back(DAT_IB_ATTR_UD, "FALSE");
     return DAT_SUCCESS;
 }
 

@@ -57,6 +57,7 @@ public:
 
     std::unique_ptr<ConnectionManager> make_connections(Ia& ia) override;
     void limit_ia_attr(DAT_IA_ATTR&) const override {}
+    bool ib_extensions() const override { return true; }
     bool high_watermarks() const override { return true; }
     bool split_pz() const override { return true; }
     DAT_RETURN create_pd(Pz& pz) override;
@@ -106,6 +107,37 @@ namespace softnic_path {
     // Sent from this thread rather than waking the engine's.
     q->sq.publish_only();
     if (!q->caller_sends || total > kSoftnicCallerSendLimit || !q->device->kick(q->qp))
+        q->sq.wake_software_engine();
+    return DAT_SUCCESS;
+}
+
+// The IB extensions' requests (not the fast path): sent as post_request's are.
+inline DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                       std::uint64_t cookie, const DAT_RMR_TRIPLET* remote, std::uint32_t imm,
+                                       std::uint8_t ctrl_flags)
+{
+    auto* q = static_cast<SoftnicEpQueues*>(ep->queues);
+    const fastpath::RemoteAddress ra{remote->virtual_address, remote->rmr_context};
+    if (!q->sq.post(MLX5_OPCODE_RDMA_WRITE_IMM, reinterpret_cast<const fastpath::Sge*>(iov),
+                    static_cast<std::uint32_t>(n), total, &ra, htobe32(imm), ctrl_flags, cookie))
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    q->sq.publish_only();
+    if (!q->caller_sends || total > kSoftnicCallerSendLimit || !q->device->kick(q->qp))
+        q->sq.wake_software_engine();
+    return DAT_SUCCESS;
+}
+
+inline DAT_RETURN post_atomic(Ep* ep, std::uint8_t opcode, const DAT_LMR_TRIPLET& local, const DAT_RMR_TRIPLET& remote,
+                              std::uint64_t swap_add, std::uint64_t compare, std::uint64_t cookie,
+                              std::uint8_t ctrl_flags)
+{
+    auto* q = static_cast<SoftnicEpQueues*>(ep->queues);
+    const fastpath::RemoteAddress ra{remote.virtual_address, remote.rmr_context};
+    if (!q->sq.post_atomic(opcode, *reinterpret_cast<const fastpath::Sge*>(&local), ra, swap_add, compare, ctrl_flags,
+                           cookie))
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    q->sq.publish_only();
+    if (!q->caller_sends || !q->device->kick(q->qp))
         q->sq.wake_software_engine();
     return DAT_SUCCESS;
 }

@@ -1,0 +1,54 @@
+// The IB extensions (dat_ib_extensions.h) that the CQE reader needs: the
+// DTO operation values of extended requests and the extended events, and
+// the counters kept for dat_ib_query_counters. The operations themselves are
+// in extensions.cpp, reached through dat_extension_op.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include <dat2/udat.h>
+
+#include <dat2/dat_ib_extensions.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace fastdapl::core {
+
+class Ep;
+
+// DTO operations at or above this value are not the core API's: extended
+// requests (DAT_IB_DTO_*), and the memory-window bind the reader handles
+// itself (kWindowBindOperation).
+inline constexpr auto kExtendedOperationBase = static_cast<DAT_DTOS>(DAT_DTO_EXTENSION_BASE);
+inline constexpr auto kWindowBindOperation = static_cast<DAT_DTOS>(DAT_DTO_EXTENSION_BASE + 0x100);
+
+// Counters of dat_ib_query_counters: relaxed increments, kept off the
+// posting and polling hot paths (the extended operations, receives with
+// immediate data, object creation, connections, waits).
+template <int N>
+struct Counters {
+    std::atomic<std::uint64_t> value[N] = {};
+    void add(int which, std::uint64_t n = 1) { value[which].fetch_add(n, std::memory_order_relaxed); }
+};
+using IaCounters = Counters<DCNT_IA_ALL_COUNTERS>;
+using EpCounters = Counters<DCNT_EP_ALL_COUNTERS>;
+using EvdCounters = Counters<DCNT_EVD_ALL_COUNTERS>;
+
+// The completion of an extended request (write with immediate data,
+// compare and swap, fetch and add), already filled in as a DTO completion
+// of operation `op`: it becomes a DAT_IB_DTO_EVENT.
+void mark_extended_request(DAT_EVENT& e, DAT_DTOS op);
+
+// A receive that carried immediate data (mlx5 CQE opcode RESP_WR_IMM or
+// RESP_SEND_IMM), already filled in as a receive completion.
+void mark_immediate_receive(DAT_EVENT& e, Ep* ep, std::uint8_t cqe_opcode, std::uint32_t imm_be);
+
+// The extension entry point of the DAT_PROVIDER table (every op but the
+// open/close query pair, which the provider handles: it knows the IA names).
+DAT_RETURN handle_extendedop(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args);
+
+// Whether the IA of `ia_handle` offers the IB extensions (dat_ib_open_query).
+bool ia_offers_ib_extensions(DAT_IA_HANDLE ia_handle);
+
+} // namespace fastdapl::core

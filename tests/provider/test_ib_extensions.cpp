@@ -1,0 +1,414 @@
+// The IB extensions (dat_ib_extensions.h) through the public API and
+// dat_extension_op: attributes, dat_ib_open_query/close_query, RDMA write
+// with immediate data and its receive, compare and swap, fetch and add
+// (concurrent, from two endpoints), counters, and the errors each call
+// documents. UD and collectives answer MODEL_NOT_SUPPORTED. On an IA that
+// does not offer the extensions (verbs IAs) the operation tests skip.
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#define DAT_EXTENSIONS 1
+#include "connect_through_psp.hpp"
+
+#include <dat2/udat.h>
+
+#include <dat2/dat_ib_extensions.h>
+
+#include "test_ia.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr DAT_RETURN kOk = DAT_SUCCESS;
+constexpr DAT_TIMEOUT kWait = 5000000; // 5 s, in µs
+DAT_RETURN type_of(DAT_RETURN rc)
+{
+    return DAT_GET_TYPE(rc);
+}
+DAT_RETURN t(DAT_RETURN type)
+{
+    return type;
+}
+constexpr auto kIbDtoEvent = static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT);
+
+const DAT_IB_EXTENSION_EVENT_DATA& ext_of(const DAT_EVENT& e)
+{
+    return *reinterpret_cast<const DAT_IB_EXTENSION_EVENT_DATA*>(e.event_extension_data);
+}
+
+DAT_DTO_COOKIE cookie(std::uint64_t v)
+{
+    return DAT_DTO_COOKIE{.as_64 = v};
+}
+
+class IbExtensions : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        ASSERT_EQ(dat_ia_open(test_ia_name(), 16, &async, &ia), kOk);
+        ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), kOk);
+        ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+        for (DAT_EVD_HANDLE* evd : {&dto_a, &dto_b, &dto_c})
+            ASSERT_EQ(dat_evd_create(ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd), kOk);
+        for (DAT_EVD_HANDLE* evd : {&conn_a, &conn_b})
+            ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, evd), kOk);
+        ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd), kOk);
+        buffer.assign(1 << 16, 0);
+        DAT_REGION_DESCRIPTION region{};
+        region.for_va = buffer.data();
+        const auto rights =
+            static_cast<DAT_MEM_PRIV_FLAGS>(static_cast<int>(DAT_MEM_PRIV_ALL_FLAG) |
+                                            (supported() ? static_cast<int>(DAT_IB_MEM_PRIV_REMOTE_ATOMIC) : 0));
+        ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, buffer.size(), pz, rights, DAT_VA_TYPE_VA, &lmr,
+                                 &lmr_context, &rmr_context, nullptr, nullptr),
+                  kOk);
+    }
+    void TearDown() override
+    {
+        if (ia) {
+            EXPECT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+        }
+    }
+    bool supported() const { return attr.extension_supported == DAT_EXTENSION_IB; }
+    DAT_EVENT next(DAT_EVD_HANDLE evd)
+    {
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
+        EXPECT_EQ(dat_evd_wait(evd, kWait, 1, &e, &nmore), kOk);
+        return e;
+    }
+    DAT_EP_HANDLE make_ep(DAT_EVD_HANDLE dto, DAT_EVD_HANDLE conn)
+    {
+        DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+        EXPECT_EQ(dat_ep_create(ia, pz, dto, dto, conn, nullptr, &ep), kOk);
+        return ep;
+    }
+    void connect_pair(DAT_EP_HANDLE& active, DAT_EVD_HANDLE active_dto, DAT_EP_HANDLE& passive)
+    {
+        active = make_ep(active_dto, conn_a);
+        passive = make_ep(dto_b, conn_b);
+        fastdapl_test::connect_through_psp(ia, attr.ia_address_ptr, cr_evd, active, conn_a, passive, conn_b);
+    }
+    DAT_LMR_TRIPLET local(std::size_t offset, DAT_SEG_LENGTH length)
+    {
+        return {reinterpret_cast<DAT_VADDR>(buffer.data() + offset), length, lmr_context};
+    }
+    DAT_RMR_TRIPLET remote(std::size_t offset, DAT_SEG_LENGTH length)
+    {
+        return {reinterpret_cast<DAT_VADDR>(buffer.data() + offset), length, rmr_context};
+    }
+    std::uint64_t& word(std::size_t offset) { return *reinterpret_cast<std::uint64_t*>(buffer.data() + offset); }
+
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    DAT_IA_ATTR attr{};
+    DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE dto_a, dto_b, dto_c, conn_a, conn_b, cr_evd;
+    alignas(64) std::vector<char> buffer;
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lmr_context;
+    DAT_RMR_CONTEXT rmr_context;
+};
+
+#define SKIP_UNLESS_SUPPORTED()                                                                                        \
+    if (!supported())                                                                                                  \
+    GTEST_SKIP() << "this IA (" << test_ia_name()                                                                      \
+                 << ") does not offer the IB extensions: they run on softnic IAs only (README, IB extensions)"
+
+TEST_F(IbExtensions, AttributesNameTheExtension)
+{
+    if (!supported()) {
+        EXPECT_EQ(attr.extension_supported, DAT_EXTENSION_NONE);
+        DAT_EP_HANDLE ep = make_ep(dto_a, conn_a);
+        DAT_LMR_TRIPLET l = local(0, 8);
+        DAT_RMR_TRIPLET r = remote(64, 8);
+        EXPECT_EQ(type_of(dat_ib_post_fetch_and_add(ep, 1, &l, cookie(1), &r, DAT_COMPLETION_DEFAULT_FLAG)),
+                  t(DAT_MODEL_NOT_SUPPORTED));
+        SKIP_UNLESS_SUPPORTED();
+    }
+    EXPECT_EQ(attr.extension_version, DAT_IB_EXTENSION_VERSION);
+    for (const char* name :
+         {DAT_IB_ATTR_IMMED_DATA, DAT_IB_ATTR_CMP_AND_SWAP, DAT_IB_ATTR_FETCH_AND_ADD, DAT_IB_ATTR_COUNTERS})
+        EXPECT_EQ(provider_specific(ia, name).value_or(""), "TRUE") << name;
+    EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_UD).value_or(""), "FALSE");
+}
+
+TEST_F(IbExtensions, OpenQueryAndCloseQuery)
+{
+    DAT_HANDLE q = DAT_HANDLE_NULL;
+    DAT_IA_ATTR ia_attr{};
+    DAT_PROVIDER_ATTR p{};
+    ASSERT_EQ(dat_ib_open_query(test_ia_name(), &q, DAT_IA_FIELD_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &p), kOk);
+    EXPECT_NE(q, DAT_HANDLE_NULL);
+    EXPECT_EQ(ia_attr.extension_supported, attr.extension_supported);
+    EXPECT_GT(p.num_provider_specific_attr, 0);
+    ASSERT_NE(ia_attr.ia_address_ptr, nullptr);
+    EXPECT_EQ(ia_attr.ia_address_ptr->sa_family, attr.ia_address_ptr->sa_family);
+    ASSERT_EQ(dat_ib_close_query(q), kOk);
+    EXPECT_EQ(type_of(dat_ib_close_query(q)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_ib_open_query("no-such-ia", &q, DAT_IA_FIELD_ALL, &ia_attr, 0, nullptr)),
+              t(DAT_PROVIDER_NOT_FOUND));
+    EXPECT_EQ(type_of(dat_ib_open_query(test_ia_name(), nullptr, DAT_IA_FIELD_ALL, &ia_attr, 0, nullptr)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ib_open_query(test_ia_name(), &q, DAT_IA_FIELD_ALL, nullptr, 0, nullptr)),
+              t(DAT_INVALID_PARAMETER));
+}
+
+TEST_F(IbExtensions, WriteWithImmediateDataConsumesAReceive)
+{
+    SKIP_UNLESS_SUPPORTED();
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, dto_a, b);
+    DAT_LMR_TRIPLET recv = local(8192, 64);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &recv, cookie(77), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    std::memset(buffer.data(), 'w', 100);
+    DAT_LMR_TRIPLET from = local(0, 100);
+    DAT_RMR_TRIPLET to = remote(4096, 100);
+    ASSERT_EQ(dat_ib_post_rdma_write_immed(a, 1, &from, cookie(5), &to, 0xabcd1234u, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(dto_a);
+    ASSERT_EQ(e.event_number, kIbDtoEvent);
+    const auto& d = e.event_data.dto_completion_event_data;
+    EXPECT_EQ(d.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(d.user_cookie.as_64, 5u);
+    EXPECT_EQ(d.transfered_length, 100u);
+    EXPECT_EQ(static_cast<int>(d.operation), static_cast<int>(DAT_IB_DTO_RDMA_WRITE_IMMED));
+    EXPECT_EQ(ext_of(e).type, DAT_IB_RDMA_WRITE_IMMED);
+    EXPECT_EQ(ext_of(e).status, DAT_OP_SUCCESS);
+    DAT_EVENT r = next(dto_b);
+    ASSERT_EQ(r.event_number, kIbDtoEvent);
+    const auto& rd = r.event_data.dto_completion_event_data;
+    EXPECT_EQ(rd.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(rd.user_cookie.as_64, 77u);
+    EXPECT_EQ(rd.transfered_length, 100u);
+    EXPECT_EQ(rd.ep_handle, b);
+    EXPECT_EQ(static_cast<int>(rd.operation), static_cast<int>(DAT_IB_DTO_RECV_IMMED));
+    EXPECT_EQ(ext_of(r).type, DAT_IB_RDMA_WRITE_IMMED_DATA);
+    EXPECT_EQ(ext_of(r).val.immed.data, 0xabcd1234u);
+    EXPECT_EQ(std::memcmp(buffer.data() + 4096, buffer.data(), 100), 0);
+    // An ordinary send still completes as a plain DTO event.
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &recv, cookie(78), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_LMR_TRIPLET msg = local(0, 10);
+    ASSERT_EQ(dat_ep_post_send(a, 1, &msg, cookie(6), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(next(dto_a).event_number, DAT_DTO_COMPLETION_EVENT);
+    EXPECT_EQ(next(dto_b).event_number, DAT_DTO_COMPLETION_EVENT);
+    // Counters of the two endpoints.
+    DAT_UINT64 c[DCNT_EP_ALL_COUNTERS] = {};
+    ASSERT_EQ(dat_ib_query_counters(a, DCNT_EP_ALL_COUNTERS, c, 0), kOk);
+    EXPECT_EQ(c[DCNT_EP_POST_WRITE_IMM], 1u);
+    EXPECT_EQ(c[DCNT_EP_POST_WRITE_IMM_DATA], 100u);
+    DAT_UINT64 one = 0;
+    ASSERT_EQ(dat_ib_query_counters(b, DCNT_EP_RECV_RDMA_IMM, &one, 0), kOk);
+    EXPECT_EQ(one, 1u);
+    ASSERT_EQ(dat_ib_query_counters(b, DCNT_EP_RECV_RDMA_IMM_DATA, &one, 1), kOk); // then reset
+    EXPECT_EQ(one, 100u);
+    ASSERT_EQ(dat_ib_query_counters(b, DCNT_EP_RECV_RDMA_IMM_DATA, &one, 0), kOk);
+    EXPECT_EQ(one, 0u);
+}
+
+TEST_F(IbExtensions, WriteWithImmediateDataErrors)
+{
+    SKIP_UNLESS_SUPPORTED();
+    DAT_LMR_TRIPLET from = local(0, 8);
+    DAT_RMR_TRIPLET to = remote(4096, 8);
+    DAT_EP_HANDLE unconnected = make_ep(dto_c, conn_a);
+    EXPECT_EQ(
+        type_of(dat_ib_post_rdma_write_immed(unconnected, 1, &from, cookie(1), &to, 1, DAT_COMPLETION_DEFAULT_FLAG)),
+        t(DAT_INVALID_STATE));
+    EXPECT_EQ(type_of(dat_ib_post_rdma_write_immed(pz, 1, &from, cookie(1), &to, 1, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_HANDLE));
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, dto_a, b);
+    EXPECT_EQ(type_of(dat_ib_post_rdma_write_immed(a, 1, &from, cookie(1), nullptr, 1, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ib_post_rdma_write_immed(a, -1, &from, cookie(1), &to, 1, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ib_post_rdma_write_immed(a, 1, &from, cookie(1), &to, 1,
+                                                   static_cast<DAT_COMPLETION_FLAGS>(0x1000))),
+              t(DAT_INVALID_PARAMETER));
+    // No receive posted at the target: the write waits for one (RC
+    // receiver-not-ready), then completes on both sides.
+    ASSERT_EQ(dat_ib_post_rdma_write_immed(a, 1, &from, cookie(2), &to, 9, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e{};
+    DAT_COUNT nmore;
+    EXPECT_EQ(type_of(dat_evd_wait(dto_b, 100000, 1, &e, &nmore)), t(DAT_TIMEOUT_EXPIRED));
+    DAT_LMR_TRIPLET recv = local(8192, 64);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &recv, cookie(3), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT r = next(dto_b);
+    EXPECT_EQ(r.event_number, kIbDtoEvent);
+    EXPECT_EQ(ext_of(r).val.immed.data, 9u);
+    EXPECT_EQ(next(dto_a).event_number, kIbDtoEvent);
+}
+
+TEST_F(IbExtensions, CompareAndSwap)
+{
+    SKIP_UNLESS_SUPPORTED();
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, dto_a, b);
+    word(256) = 5;
+    word(0) = 0;
+    DAT_LMR_TRIPLET result = local(0, 8);
+    DAT_RMR_TRIPLET target = remote(256, 8);
+    // A mismatch leaves the target and returns the old value.
+    ASSERT_EQ(dat_ib_post_cmp_and_swap(a, 7, 9, &result, cookie(11), &target, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(dto_a);
+    ASSERT_EQ(e.event_number, kIbDtoEvent);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 11u);
+    EXPECT_EQ(static_cast<int>(e.event_data.dto_completion_event_data.operation),
+              static_cast<int>(DAT_IB_DTO_CMP_SWAP));
+    EXPECT_EQ(ext_of(e).type, DAT_IB_CMP_AND_SWAP);
+    EXPECT_EQ(word(0), 5u);
+    EXPECT_EQ(word(256), 5u);
+    // A match swaps.
+    word(0) = 0;
+    ASSERT_EQ(dat_ib_post_cmp_and_swap(a, 5, 9, &result, cookie(12), &target, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    e = next(dto_a);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(word(0), 5u);
+    EXPECT_EQ(word(256), 9u);
+    DAT_UINT64 c[DCNT_EP_ALL_COUNTERS] = {};
+    ASSERT_EQ(dat_ib_query_counters(a, DCNT_EP_ALL_COUNTERS, c, 0), kOk);
+    EXPECT_EQ(c[DCNT_EP_POST_CMP_SWAP], 2u);
+}
+
+TEST_F(IbExtensions, ConcurrentFetchAndAddFromTwoEndpointsSum)
+{
+    SKIP_UNLESS_SUPPORTED();
+    DAT_EP_HANDLE a1, b1, a2, b2;
+    connect_pair(a1, dto_a, b1);
+    connect_pair(a2, dto_c, b2);
+    word(1024) = 1000;
+    constexpr int kEach = 300;
+    std::vector<std::uint64_t> seen[2];
+    auto run = [&](int k, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd) {
+        DAT_LMR_TRIPLET result = local(static_cast<std::size_t>(64 + 8 * k), 8);
+        DAT_RMR_TRIPLET target = remote(1024, 8);
+        for (int i = 0; i < kEach; ++i) {
+            ASSERT_EQ(dat_ib_post_fetch_and_add(ep, 1, &result, cookie(static_cast<std::uint64_t>(i)), &target,
+                                                DAT_COMPLETION_DEFAULT_FLAG),
+                      kOk);
+            DAT_EVENT e{};
+            DAT_COUNT nmore;
+            ASSERT_EQ(dat_evd_wait(evd, kWait, 1, &e, &nmore), kOk);
+            ASSERT_EQ(e.event_number, kIbDtoEvent);
+            ASSERT_EQ(ext_of(e).type, DAT_IB_FETCH_AND_ADD);
+            ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+            seen[k].push_back(word(static_cast<std::size_t>(64 + 8 * k)));
+        }
+    };
+    std::thread t1(run, 0, a1, dto_a), t2(run, 1, a2, dto_c);
+    t1.join();
+    t2.join();
+    EXPECT_EQ(word(1024), 1000u + 2 * kEach);
+    // Every add saw a distinct original value: none was lost or repeated.
+    std::set<std::uint64_t> all(seen[0].begin(), seen[0].end());
+    all.insert(seen[1].begin(), seen[1].end());
+    EXPECT_EQ(all.size(), static_cast<std::size_t>(2 * kEach));
+    EXPECT_EQ(*all.begin(), 1000u);
+    EXPECT_EQ(*all.rbegin(), 1000u + 2 * kEach - 1);
+}
+
+TEST_F(IbExtensions, AtomicErrors)
+{
+    SKIP_UNLESS_SUPPORTED();
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, dto_a, b);
+    DAT_LMR_TRIPLET result = local(0, 8);
+    DAT_LMR_TRIPLET wide = local(0, 16);
+    DAT_RMR_TRIPLET target = remote(256, 8);
+    EXPECT_EQ(type_of(dat_ib_post_fetch_and_add(a, 1, &wide, cookie(1), &target, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_LENGTH_ERROR));
+    EXPECT_EQ(type_of(dat_ib_post_fetch_and_add(a, 1, nullptr, cookie(1), &target, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ib_post_cmp_and_swap(a, 1, 2, &result, cookie(1), nullptr, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ib_post_fetch_and_add(lmr, 1, &result, cookie(1), &target, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_INVALID_HANDLE));
+    // A misaligned target is an invalid request (as on IB): an error
+    // completion, the target untouched, and the connection broken.
+    word(256) = 42;
+    DAT_RMR_TRIPLET misaligned = remote(260, 8);
+    ASSERT_EQ(dat_ib_post_fetch_and_add(a, 1, &result, cookie(2), &misaligned, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(dto_a);
+    ASSERT_EQ(e.event_number, kIbDtoEvent);
+    EXPECT_NE(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(ext_of(e).type, DAT_IB_FETCH_AND_ADD);
+    EXPECT_EQ(ext_of(e).status, DAT_IB_OP_ERR);
+    EXPECT_EQ(word(256), 42u);
+}
+
+TEST_F(IbExtensions, AtomicNeedsRemoteWriteRights)
+{
+    SKIP_UNLESS_SUPPORTED();
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, dto_a, b);
+    std::vector<char> other(4096, 0);
+    DAT_REGION_DESCRIPTION region{};
+    region.for_va = other.data();
+    DAT_LMR_HANDLE read_only;
+    DAT_LMR_CONTEXT lc;
+    DAT_RMR_CONTEXT rc;
+    ASSERT_EQ(
+        dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, other.size(), pz,
+                       static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_REMOTE_READ_FLAG),
+                       DAT_VA_TYPE_VA, &read_only, &lc, &rc, nullptr, nullptr),
+        kOk);
+    DAT_LMR_TRIPLET result = local(0, 8);
+    DAT_RMR_TRIPLET target{reinterpret_cast<DAT_VADDR>(other.data()), 8, rc};
+    ASSERT_EQ(dat_ib_post_cmp_and_swap(a, 0, 1, &result, cookie(3), &target, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(dto_a);
+    ASSERT_EQ(e.event_number, kIbDtoEvent);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_REMOTE_ACCESS);
+    EXPECT_EQ(ext_of(e).status, DAT_IB_OP_ERR);
+    EXPECT_EQ(other[0], 0);
+}
+
+TEST_F(IbExtensions, CountersOfEachKind)
+{
+    SKIP_UNLESS_SUPPORTED();
+    DAT_UINT64 ia_c[DCNT_IA_ALL_COUNTERS] = {};
+    ASSERT_EQ(dat_ib_query_counters(ia, DCNT_IA_ALL_COUNTERS, ia_c, 0), kOk);
+    EXPECT_EQ(ia_c[DCNT_IA_PZ_CREATE], 1u);
+    EXPECT_EQ(ia_c[DCNT_IA_LMR_CREATE], 1u);
+    EXPECT_EQ(ia_c[DCNT_IA_EVD_CREATE], 6u);
+    DAT_UINT64 evd_c[DCNT_EVD_ALL_COUNTERS] = {};
+    ASSERT_EQ(dat_ib_query_counters(dto_a, DCNT_EVD_ALL_COUNTERS, evd_c, 0), kOk);
+    DAT_UINT64 v = 0;
+    EXPECT_EQ(type_of(dat_ib_query_counters(ia, DCNT_IA_ALL_COUNTERS + 1, &v, 0)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ib_query_counters(ia, -1, &v, 0)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ib_query_counters(ia, DCNT_IA_PZ_CREATE, nullptr, 0)), t(DAT_INVALID_PARAMETER));
+    EXPECT_EQ(type_of(dat_ib_query_counters(pz, 0, &v, 0)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(dat_ib_print_counters(dto_a, DCNT_EVD_WAIT, 0), kOk);
+    EXPECT_EQ(type_of(dat_ib_print_counters(dto_a, DCNT_EVD_ALL_COUNTERS + 1, 0)), t(DAT_INVALID_PARAMETER));
+    ASSERT_EQ(dat_ib_query_counters(ia, DCNT_IA_PZ_CREATE, &v, 1), kOk);
+    EXPECT_EQ(v, 1u);
+    ASSERT_EQ(dat_ib_query_counters(ia, DCNT_IA_PZ_CREATE, &v, 0), kOk);
+    EXPECT_EQ(v, 0u);
+}
+
+TEST_F(IbExtensions, UnreliableDatagramsAndCollectivesAreNotOffered)
+{
+    DAT_EP_ATTR ud{};
+    ud.service_type = static_cast<DAT_SERVICE_TYPE>(DAT_IB_SERVICE_TYPE_UD);
+    ud.max_message_size = 1024;
+    ud.max_recv_dtos = ud.max_request_dtos = 8;
+    ud.max_recv_iov = ud.max_request_iov = 1;
+    DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &ud, &ep)), t(DAT_MODEL_NOT_SUPPORTED));
+    SKIP_UNLESS_SUPPORTED();
+    DAT_EP_HANDLE rc_ep = make_ep(dto_a, conn_a);
+    DAT_LMR_TRIPLET l = local(0, 8);
+    DAT_IB_ADDR_HANDLE ah{};
+    EXPECT_EQ(type_of(dat_ib_post_send_ud(rc_ep, 1, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_ib_collective_barrier(rc_ep, DAT_CONTEXT{}, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_extension_op(rc_ep, static_cast<DAT_EXTENDED_OP>(0x7ff))), t(DAT_INVALID_PARAMETER));
+}
+
+} // namespace
