@@ -127,11 +127,38 @@ enum class CqeFormat : std::uint8_t {
 static_assert(MLX5_INLINE_SCATTER_32 == 1 << 2 && MLX5_INLINE_SCATTER_64 == 2 << 2);
 constexpr CqeFormat cqe_format(std::uint8_t op_own) { return static_cast<CqeFormat>((op_own >> 2) & 3u); }
 
+// The hand-offs between software and the device (or the software NIC's
+// engine thread) are atomic accesses on the word that publishes: the
+// doorbell record is stored with release, a CQE's owner byte loaded with
+// acquire. On x86 these are plain moves; ThreadSanitizer, which does not
+// model fences, sees them pair up.
+inline void store_release(volatile __be32* p, __be32 v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+inline std::uint8_t load_acquire(const std::uint8_t* p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+// A 64-bit store to a device register (UAR doorbell, BlueFlame buffer). An
+// atomic store is a plain move; it is atomic so that the test suite's
+// software mlx5 device, which reads the register from another thread, does
+// not race with it.
+inline void mmio_store64(std::uint8_t* p, std::uint64_t v)
+{
+    __atomic_store_n(reinterpret_cast<volatile std::uint64_t*>(p), v, __ATOMIC_RELAXED);
+}
+
 // Compiler barrier plus, on weakly ordered CPUs, the store/load fences the
-// device protocol needs. x86 keeps stores ordered with each other.
+// device protocol needs, next to the release store / acquire load above
+// (rdma-core orders the device's view with barriers of its own). x86 keeps
+// stores ordered with each other. ThreadSanitizer supports no fence (g++'s
+// -Wtsan): its builds keep the compiler barrier only, the release store or
+// acquire load beside each fence carrying the order it checks.
 inline void store_fence()
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__) || defined(__i386__) || defined(__SANITIZE_THREAD__)
     asm volatile("" ::: "memory");
 #else
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -140,14 +167,17 @@ inline void store_fence()
 
 inline void load_fence()
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__) || defined(__i386__) || defined(__SANITIZE_THREAD__)
     asm volatile("" ::: "memory");
 #else
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
 #endif
 }
 
-// Orders write-combining stores (BlueFlame) after the doorbell record.
+// Orders write-combining stores (BlueFlame) after the doorbell record: a
+// device ordering no thread sees, an instruction (not a C++ fence) on x86.
+// (A ThreadSanitizer build for another CPU would have to spell its barrier
+// as an instruction too.)
 inline void wc_fence()
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -87,7 +87,13 @@ std::uint32_t round_pow2(std::uint32_t v)
     return r;
 }
 
-std::uint32_t load_be32(const volatile __be32* p) { return be32toh(__atomic_load_n(p, __ATOMIC_ACQUIRE)); }
+// A doorbell record (or consumer index) the consumer published. seq_cst,
+// not only acquire, for run()'s sleep: after setting sleeping_ the engine's
+// reads of the records are ordered after that store (a plain load on x86).
+std::uint32_t load_be32(const volatile __be32* p)
+{
+    return be32toh(__atomic_load_n(p, __ATOMIC_SEQ_CST));
+}
 
 // Whether the complete frames in `in` include the peer's orderly goodbye.
 bool has_disconnect_frame(const std::vector<std::uint8_t>& in)
@@ -565,9 +571,11 @@ void Device::run()
         if (busy)
             continue;
         // Tell doorbells we may sleep, then look once more: a doorbell rung
-        // before the flag was visible is seen by this second round.
-        sleeping_.store(1);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        // before the flag was visible is seen by this second round. The
+        // store and the records' loads are seq_cst; the doorbell orders its
+        // record before its load of the flag (SendQueue::wake_software_engine):
+        // no fence is needed here.
+        sleeping_.store(1, std::memory_order_seq_cst);
         {
             std::lock_guard lock(mutex_);
             busy = progress_locked();
