@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite: every meson suite in a normal build, then the unit,
-# registry and provider suites again under AddressSanitizer and UBSan.
+# registry and provider suites again under AddressSanitizer and UBSan, and
+# once more under ThreadSanitizer (tests/tsan.supp).
 # Dependencies come from scripts/install-deps.sh. CI runs exactly this.
 # Extra arguments go to the first (normal) `meson test`.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build-tests}
 asan=${ASAN_BUILD_DIR:-$top/build-tests-asan}
+tsan=${TSAN_BUILD_DIR:-$top/build-tests-tsan}
 rc=0
 
 configure() { # dir, options...
@@ -21,10 +23,14 @@ if [ "${FASTDAPL_SKIP_SANITIZERS:-}" != "1" ]; then
     configure "$asan" -Dverbs=auto -Db_sanitize=address,undefined -Db_lundef=false && ninja -C "$asan" || exit 1
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         meson test -C "$asan" --print-errorlogs --num-processes 2 --suite unit --suite registry --suite provider || rc=1
+
+    configure "$tsan" -Dverbs=auto -Db_sanitize=thread -Db_lundef=false && ninja -C "$tsan" || exit 1
+    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$top/tests/tsan.supp" \
+        meson test -C "$tsan" --print-errorlogs --num-processes 2 --suite unit --suite registry --suite provider || rc=1
 fi
 
 # One closing line in the plain form CI reads: N passed, N failed, N skipped.
-python3 - "$build/meson-logs/testlog.json" "$asan/meson-logs/testlog.json" <<'PY'
+python3 - "$build/meson-logs/testlog.json" "$asan/meson-logs/testlog.json" "$tsan/meson-logs/testlog.json" <<'PY'
 import json, os, sys
 counts = {}
 for path in sys.argv[1:]:
