@@ -8,7 +8,10 @@
 // compared with what they were after the warm-up: rounds for --warmup
 // seconds, long enough for the handle arena's quarantine of freed slots
 // (8 MiB) and the allocator's per-thread arenas to fill.
-// usage: soak [--seconds N] [--warmup S] [--ia NAME] [--rss-slack-kib K]
+// Connections are paced (--max-connects-per-second, default 150): each
+// leaves a socket in TIME_WAIT for a minute, and a faster churn exhausts
+// the host's ephemeral ports (about 28,000), which no provider can help.
+// usage: soak [--seconds N] [--warmup S] [--ia NAME] [--rss-slack-kib K] [--max-connects-per-second R]
 // Exit 0 when every check passed; 1 otherwise (each failure printed).
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
@@ -22,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -160,7 +164,10 @@ struct Ia {
         done = done && next(conn_a, ea, "ESTABLISHED (active)") && next(conn_b, eb, "ESTABLISHED (passive)");
         if (done && (ea.event_number != DAT_CONNECTION_EVENT_ESTABLISHED ||
                      eb.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)) {
-            fail("connection not established");
+            char what[96];
+            std::snprintf(what, sizeof what, "connection not established (events 0x%x, 0x%x)",
+                          static_cast<unsigned>(ea.event_number), static_cast<unsigned>(eb.event_number));
+            fail(what);
             done = false;
         }
         ok(dat_psp_free(psp), "dat_psp_free");
@@ -344,13 +351,15 @@ void round(const char* ia_name, std::uint32_t n)
 
 int main(int argc, char** argv)
 {
-    double seconds = 60, warmup = 10;
+    double seconds = 60, warmup = 10, max_rate = 150;
     const char* ia = "fastdapl-tcp";
     long rss_slack_kib = 2048;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string opt = argv[i];
         if (opt == "--seconds")
             seconds = std::atof(argv[i + 1]);
+        else if (opt == "--max-connects-per-second")
+            max_rate = std::atof(argv[i + 1]);
         else if (opt == "--warmup")
             warmup = std::atof(argv[i + 1]);
         else if (opt == "--ia")
@@ -358,7 +367,8 @@ int main(int argc, char** argv)
         else if (opt == "--rss-slack-kib")
             rss_slack_kib = std::atol(argv[i + 1]);
         else {
-            std::fprintf(stderr, "usage: soak [--seconds N] [--warmup S] [--ia NAME] [--rss-slack-kib K]\n");
+            std::fprintf(stderr, "usage: soak [--seconds N] [--warmup S] [--ia NAME] [--rss-slack-kib K] "
+                                 "[--max-connects-per-second R]\n");
             return 2;
         }
     }
@@ -369,13 +379,20 @@ int main(int argc, char** argv)
     const Usage before = usage();
     const auto start = std::chrono::steady_clock::now();
     std::uint32_t rounds = 0;
-    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds &&
-           g_failures == 0)
+    constexpr int kConnectionsPerRound = 11;
+    for (;;) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (elapsed >= seconds || g_failures != 0)
+            break;
+        const double ahead = rounds * kConnectionsPerRound / max_rate - elapsed;
+        if (ahead > 0)
+            std::this_thread::sleep_for(std::chrono::duration<double>(ahead));
         round(ia, ++rounds);
+    }
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const Usage after = usage();
     std::printf("soak: %u rounds in %.0f s on %s: %u connections, %.1f MB checked\n", rounds, took, ia,
-                rounds * 11, static_cast<double>(g_bytes_checked) / 1e6);
+                rounds * kConnectionsPerRound, static_cast<double>(g_bytes_checked) / 1e6);
     std::printf("soak: rss %ld -> %ld KiB, open files %d -> %d, threads %d -> %d\n", before.rss_kib, after.rss_kib,
                 before.fds, after.fds, before.threads, after.threads);
     if (after.fds != before.fds)
