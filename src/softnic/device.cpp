@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 namespace fastdapl::softnic {
 
@@ -93,6 +95,36 @@ std::uint32_t round_pow2(std::uint32_t v)
 std::uint32_t load_be32(const volatile __be32* p)
 {
     return be32toh(__atomic_load_n(p, __ATOMIC_SEQ_CST));
+}
+
+// One piece of a placement: `n` bytes from `src` to `dst`.
+struct Piece {
+    void* dst;
+    const void* src;
+    std::size_t n;
+};
+
+// Places the pieces in order so that the last byte of the last non-empty
+// piece becomes visible last: everything else, a release fence, then that
+// byte. A consumer that polls on a message's last byte (as RDMA consumers
+// do) sees the whole message once it sees that byte; a plain memcpy gives
+// no such order (glibc's stores its first bytes after its last ones).
+void place(const Piece* pieces, std::size_t count)
+{
+    while (count && pieces[count - 1].n == 0)
+        --count;
+    if (count == 0)
+        return;
+    const Piece& last = pieces[count - 1];
+    for (std::size_t i = 0; i + 1 < count; ++i)
+        std::memcpy(pieces[i].dst, pieces[i].src, pieces[i].n);
+    auto* dst = static_cast<unsigned char*>(last.dst);
+    const auto* src = static_cast<const unsigned char*>(last.src);
+    std::memcpy(dst, src, last.n - 1);
+    // x86 keeps ordinary stores in order, and memcpy fences its non-temporal
+    // ones itself; the fence orders them for the compiler and elsewhere.
+    std::atomic_thread_fence(std::memory_order_release);
+    __atomic_store_n(dst + last.n - 1, src[last.n - 1], __ATOMIC_RELEASE);
 }
 
 // Whether the complete frames in `in` include the peer's orderly goodbye.
@@ -941,12 +973,17 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             fail(qp, local, false); // broken here too, not an orderly end
             return false;
         }
+        Piece pieces[2 * kMaxSge]; // an SRQ WQE's stride may hold more than kMaxSge
+        std::size_t npieces = 0;
         std::size_t done = 0;
-        for (std::uint32_t i = 0; i < max_sge && done < payload_len && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY; ++i) {
+        for (std::uint32_t i = 0;
+             i < max_sge && i < std::size(pieces) && done < payload_len && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY;
+             ++i) {
             const std::size_t n = std::min<std::size_t>(be32toh(segs[i].byte_count), payload_len - done);
-            std::memcpy(reinterpret_cast<void*>(be64toh(segs[i].addr)), payload + done, n);
+            pieces[npieces++] = {reinterpret_cast<void*>(be64toh(segs[i].addr)), payload + done, n};
             done += n;
         }
+        place(pieces, npieces);
         push_receive({static_cast<std::uint8_t>((h.flags & kImm) ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND), 0,
                       (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
                       static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
@@ -968,8 +1005,8 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
                 return true;
             }
         }
-        if (payload_len)
-            std::memcpy(reinterpret_cast<void*>(h.addr), payload, payload_len);
+        const Piece piece{reinterpret_cast<void*>(h.addr), payload, payload_len};
+        place(&piece, 1); // the last byte lands last: consumers poll on it
         if (h.flags & kImm)
             push_receive({MLX5_CQE_RESP_WR_IMM, 0, false, static_cast<std::uint16_t>(index),
                           static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
@@ -1030,11 +1067,13 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             return false;
         }
         if (is_read) {
+            Piece pieces[kMaxSge];
             std::size_t done = 0;
             for (std::uint32_t i = 0; i < f.nsge; ++i) {
-                std::memcpy(reinterpret_cast<void*>(f.sge[i].addr), payload + done, f.sge[i].length);
+                pieces[i] = {reinterpret_cast<void*>(f.sge[i].addr), payload + done, f.sge[i].length};
                 done += f.sge[i].length;
             }
+            place(pieces, f.nsge);
         }
         if (f.signaled)
             qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, is_read ? f.length : 0, 0, qp.qpn_});

@@ -49,7 +49,8 @@ echo "direct: FASTDAPL_DATA_PATH $path"
 case "$path" in "mlx5 direct"*) ;; *) echo "FAIL: FASTDAPL_MLX5_DIRECT=1 should select the mlx5 direct path"; exit 1 ;; esac
 
 status=0
-for t in test_provider_api test_notification test_connection_models test_srq test_ib_extensions; do
+export FASTDAPL_PLACEMENT_REPS=20 # test_placement: the softnic runs its 100 in provider-placement
+for t in test_provider_api test_notification test_connection_models test_srq test_ib_extensions test_placement; do
     echo "== $t"
     LD_PRELOAD="$shim" "$tests/$t" || { echo "FAIL: $t"; status=1; }
 done
