@@ -3,6 +3,8 @@
 // Copyright (c) 2026 the fastdapl authors
 #include "device.hpp"
 
+#include "fault_guard.hpp"
+
 #include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -12,7 +14,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -97,36 +98,6 @@ std::uint32_t load_be32(const volatile __be32* p)
     return be32toh(__atomic_load_n(p, __ATOMIC_SEQ_CST));
 }
 
-// One piece of a placement: `n` bytes from `src` to `dst`.
-struct Piece {
-    void* dst;
-    const void* src;
-    std::size_t n;
-};
-
-// Places the pieces in order so that the last byte of the last non-empty
-// piece becomes visible last: everything else, a release fence, then that
-// byte. A consumer that polls on a message's last byte (as RDMA consumers
-// do) sees the whole message once it sees that byte; a plain memcpy gives
-// no such order (glibc's stores its first bytes after its last ones).
-void place(const Piece* pieces, std::size_t count)
-{
-    while (count && pieces[count - 1].n == 0)
-        --count;
-    if (count == 0)
-        return;
-    const Piece& last = pieces[count - 1];
-    for (std::size_t i = 0; i + 1 < count; ++i)
-        std::memcpy(pieces[i].dst, pieces[i].src, pieces[i].n);
-    auto* dst = static_cast<unsigned char*>(last.dst);
-    const auto* src = static_cast<const unsigned char*>(last.src);
-    std::memcpy(dst, src, last.n - 1);
-    // x86 keeps ordinary stores in order, and memcpy fences its non-temporal
-    // ones itself; the fence orders them for the compiler and elsewhere.
-    std::atomic_thread_fence(std::memory_order_release);
-    __atomic_store_n(dst + last.n - 1, src[last.n - 1], __ATOMIC_RELEASE);
-}
-
 // Whether the complete frames in `in` include the peer's orderly goodbye.
 bool has_disconnect_frame(const std::vector<std::uint8_t>& in)
 {
@@ -182,6 +153,7 @@ bool Cq::push(const Entry& e)
 
 Device::Device()
 {
+    install_fault_guard();
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     epoll_event ev{};
@@ -684,7 +656,7 @@ void Device::update_epoll(Qp& qp)
     qp.epoll_mask_ = want;
 }
 
-void Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
+bool Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
                         std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length)
 {
     std::uint8_t h[kHeader] = {type, flags, syndrome, kWireVersion};
@@ -698,10 +670,16 @@ void Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint
         qp.out_.clear();
         qp.out_sent_ = 0;
     }
-    qp.out_.insert(qp.out_.end(), h, h + kHeader);
-    if (payload && length)
-        qp.out_.insert(qp.out_.end(), static_cast<const std::uint8_t*>(payload),
-                       static_cast<const std::uint8_t*>(payload) + length);
+    const std::size_t start = qp.out_.size();
+    qp.out_.resize(start + kHeader + (payload ? length : 0));
+    std::memcpy(qp.out_.data() + start, h, kHeader);
+    // The payload is the gathered send or registered memory (a READ's
+    // response), which may have been unmapped since it was registered.
+    if (payload && length && !guarded_copy(qp.out_.data() + start + kHeader, payload, length)) {
+        qp.out_.resize(start);
+        return false;
+    }
+    return true;
 }
 
 bool Device::flush_output(Qp& qp)
@@ -735,7 +713,7 @@ bool Device::execute_send_queue(Qp& qp)
         const std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + i * 16) % (static_cast<std::size_t>(qp.sq_cnt_) * 64);
         return base + off;
     };
-    std::vector<std::uint8_t>& payload = gather_; // reused: no allocation per WQE once warm
+    Bytes& payload = gather_; // reused: no allocation per WQE once warm
     while (static_cast<std::uint16_t>(qp.sq_next_) != published && qp.state() == QpState::ready &&
            !qp.local_error_pending_ && qp.out_.size() - qp.out_sent_ < kOutputHighWater) {
         const std::uint32_t bb = qp.sq_next_;
@@ -794,9 +772,10 @@ bool Device::execute_send_queue(Qp& qp)
                         f.sge[f.nsge++] = s;
                 } else {
                     local_ok = memory_.check(s.lkey, s.addr, s.length, kLocalRead, qp.pd_);
-                    if (local_ok) {
-                        const auto* src = reinterpret_cast<const std::uint8_t*>(s.addr);
-                        payload.insert(payload.end(), src, src + s.length);
+                    if (local_ok) { // memory unmapped since it was registered: a protection error
+                        const std::size_t at = payload.size();
+                        payload.resize(at + s.length);
+                        local_ok = guarded_copy(payload.data() + at, reinterpret_cast<const void*>(s.addr), s.length);
                     }
                 }
                 f.length += s.length;
@@ -965,6 +944,21 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
                                      kLocalWrite, qp.srq_ ? qp.srq_->pd_ : qp.pd_);
             capacity += be32toh(segs[i].byte_count);
         }
+        Piece pieces[2 * kMaxSge]; // an SRQ WQE's stride may hold more than kMaxSge
+        std::size_t npieces = 0;
+        if (ok && payload_len <= capacity) {
+            std::size_t done = 0;
+            for (std::uint32_t i = 0; i < max_sge && i < std::size(pieces) && done < payload_len &&
+                                      be32toh(segs[i].lkey) != MLX5_INVALID_LKEY;
+                 ++i) {
+                const std::size_t n = std::min<std::size_t>(be32toh(segs[i].byte_count), payload_len - done);
+                pieces[npieces++] = {reinterpret_cast<void*>(be64toh(segs[i].addr)), payload + done, n};
+                done += n;
+            }
+            // The buffer's memory may have been unmapped since it was
+            // registered: then it is a protection error, as a bad key is.
+            ok = guarded_place(pieces, npieces);
+        }
         if (!ok || payload_len > capacity) {
             const std::uint8_t local = ok ? MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR : MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
             push_receive({MLX5_CQE_RESP_ERR, local, false, static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
@@ -973,17 +967,6 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             fail(qp, local, false); // broken here too, not an orderly end
             return false;
         }
-        Piece pieces[2 * kMaxSge]; // an SRQ WQE's stride may hold more than kMaxSge
-        std::size_t npieces = 0;
-        std::size_t done = 0;
-        for (std::uint32_t i = 0;
-             i < max_sge && i < std::size(pieces) && done < payload_len && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY;
-             ++i) {
-            const std::size_t n = std::min<std::size_t>(be32toh(segs[i].byte_count), payload_len - done);
-            pieces[npieces++] = {reinterpret_cast<void*>(be64toh(segs[i].addr)), payload + done, n};
-            done += n;
-        }
-        place(pieces, npieces);
         push_receive({static_cast<std::uint8_t>((h.flags & kImm) ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND), 0,
                       (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
                       static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
@@ -1005,8 +988,19 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
                 return true;
             }
         }
+        // The last byte lands last (consumers poll on it). Memory unmapped
+        // since it was registered faults: a remote access error, as a bad
+        // key is; the receive buffer a WRITE with immediate took is flushed.
         const Piece piece{reinterpret_cast<void*>(h.addr), payload, payload_len};
-        place(&piece, 1); // the last byte lands last: consumers poll on it
+        if (!guarded_place(&piece, 1)) {
+            if (h.flags & kImm)
+                push_receive({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
+                              static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
+            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
+            flush_output(qp);
+            fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);
+            return false;
+        }
         if (h.flags & kImm)
             push_receive({MLX5_CQE_RESP_WR_IMM, 0, false, static_cast<std::uint16_t>(index),
                           static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
@@ -1014,13 +1008,15 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         return true;
     }
     case kReadReq: {
-        if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_, qp.qpn_)) {
+        // A range that passes the check may still fault (unmapped since it
+        // was registered): the same remote access error.
+        if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_, qp.qpn_) ||
+            !send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(h.addr), h.length)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);
             return false;
         }
-        send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(h.addr), h.length);
         return true;
     }
     case kAtomicReq: {
@@ -1073,7 +1069,12 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
                 pieces[i] = {reinterpret_cast<void*>(f.sge[i].addr), payload + done, f.sge[i].length};
                 done += f.sge[i].length;
             }
-            place(pieces, f.nsge);
+            // Local memory unmapped since it was registered: this READ
+            // fails with a protection error, and the connection with it.
+            if (!guarded_place(pieces, f.nsge)) {
+                fail(qp, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, true);
+                return false;
+            }
         }
         if (f.signaled)
             qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, is_read ? f.length : 0, 0, qp.qpn_});

@@ -16,9 +16,27 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace fastdapl::softnic {
+
+// An allocator whose value-less construct leaves the bytes as they are: a
+// Bytes vector grows by resize() without zeroing what is copied over next.
+template <typename T>
+struct UninitialisedAllocator : std::allocator<T> {
+    template <typename U>
+    void construct(U* p) noexcept
+    {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <typename U, typename... A>
+    void construct(U* p, A&&... args)
+    {
+        ::new (static_cast<void*>(p)) U(std::forward<A>(args)...);
+    }
+};
+using Bytes = std::vector<std::uint8_t, UninitialisedAllocator<std::uint8_t>>;
 
 // Bytes of one message the wire accepts; larger frames break the connection.
 inline constexpr std::uint32_t kMaxMessageSize = 1u << 30;
@@ -189,7 +207,7 @@ private:
     bool local_error_pending_ = false;
     InFlight local_error_wqe_{};
     std::uint8_t local_error_syndrome_ = 0;
-    std::vector<std::uint8_t> out_;
+    Bytes out_;
     std::size_t out_sent_ = 0;
     std::vector<std::uint8_t> in_;
     std::uint32_t epoll_mask_ = 0;
@@ -295,7 +313,9 @@ private:
     void flush_all(Qp& qp);
     bool advance_drain(Qp& qp);
     void update_epoll(Qp& qp);
-    void send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
+    // Queues a frame; false, and nothing queued, when reading `payload`
+    // (registered memory) faulted.
+    bool send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
                     std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length);
 
     MemoryTable memory_;
@@ -308,7 +328,7 @@ private:
     std::vector<Qp*> qps_;
     std::vector<Cq*> cqs_;
     std::vector<Srq*> srqs_;
-    std::vector<std::uint8_t> gather_; // a send's bytes, gathered before they are framed
+    Bytes gather_; // a send's bytes, gathered before they are framed
     std::vector<std::uint8_t> receive_buffer_ = std::vector<std::uint8_t>(64 * 1024);
     int epoll_fd_ = -1;
     int wake_fd_ = -1;

@@ -1,6 +1,7 @@
 // Where a peer's data lands, through the public DAT API: an RDMA write's last
 // byte becomes visible last (consumers poll on it, as Debian's dtest -W -D
-// does).
+// does), and memory unmapped under a live LMR turns a peer's access into a
+// remote error and a broken connection, never a crash.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
@@ -10,11 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -196,5 +200,185 @@ TEST_P(LastByteLast, WholeWriteIsVisibleOnceItsLastByteIs)
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, LastByteLast, ::testing::Values(std::size_t{4} << 20, std::size_t{1} << 20));
+
+// Registered memory unmapped while its LMR lives: a device would have
+// pinned it; the softnic turns the access into an error completion and a
+// broken connection on both sides, and the process lives on.
+enum class Access {
+    write_into,       // a's RDMA write into b's unmapped region
+    read_from,        // a's RDMA read of b's unmapped region
+    send_into,        // a's send into b's receive buffer, unmapped
+    read_response_to, // a's RDMA read into its own unmapped region
+    send_from,        // a's send gathered from its own unmapped region
+};
+
+class UnmappedRegion : public ::testing::TestWithParam<Access> {};
+
+TEST_P(UnmappedRegion, BreaksTheConnectionNotTheProcess)
+{
+    const Access access = GetParam();
+    constexpr std::size_t kBytes = 8192;
+    Pair pair;
+    ASSERT_TRUE(pair.ok);
+    if (ia_is_verbs(pair.ia))
+        GTEST_SKIP() << "a verbs device pins registered pages: unmapping them leaves the device's copy";
+    std::vector<char> good(kBytes, 'g');
+    DAT_RMR_CONTEXT good_r = 0;
+    const DAT_LMR_CONTEXT good_l = pair.enroll(good.data(), kBytes, &good_r);
+    void* region = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(region, MAP_FAILED);
+    std::memset(region, 'u', kBytes);
+    DAT_RMR_CONTEXT region_r = 0;
+    const DAT_LMR_CONTEXT region_l = pair.enroll(region, kBytes, &region_r);
+    const auto region_va = reinterpret_cast<DAT_VADDR>(region);
+    constexpr auto seg = static_cast<DAT_SEG_LENGTH>(kBytes);
+    if (access == Access::send_into) {
+        DAT_LMR_TRIPLET into{region_va, seg, region_l};
+        ASSERT_EQ(dat_ep_post_recv(pair.b, 1, &into, DAT_DTO_COOKIE{.as_64 = 7}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    }
+    ASSERT_EQ(munmap(region, kBytes), 0);
+    DAT_RETURN posted = kOk;
+    const DAT_DTO_COOKIE cookie{.as_64 = 42};
+    const DAT_LMR_TRIPLET local_good{reinterpret_cast<DAT_VADDR>(good.data()), seg, good_l};
+    const DAT_LMR_TRIPLET local_gone{region_va, seg, region_l};
+    const DAT_RMR_TRIPLET remote_gone{region_va, seg, region_r};
+    const DAT_RMR_TRIPLET remote_good{reinterpret_cast<DAT_VADDR>(good.data()), seg, good_r};
+    // Nothing else took the address meanwhile (else the test proves nothing).
+    ASSERT_EQ(msync(region, kBytes, MS_ASYNC), -1);
+    ASSERT_EQ(errno, ENOMEM);
+    switch (access) {
+    case Access::write_into:
+        posted = dat_ep_post_rdma_write(pair.a, 1, const_cast<DAT_LMR_TRIPLET*>(&local_good), cookie, &remote_gone,
+                                        DAT_COMPLETION_DEFAULT_FLAG);
+        break;
+    case Access::read_from:
+        posted = dat_ep_post_rdma_read(pair.a, 1, const_cast<DAT_LMR_TRIPLET*>(&local_good), cookie, &remote_gone,
+                                       DAT_COMPLETION_DEFAULT_FLAG);
+        break;
+    case Access::send_into:
+        posted =
+            dat_ep_post_send(pair.a, 1, const_cast<DAT_LMR_TRIPLET*>(&local_good), cookie, DAT_COMPLETION_DEFAULT_FLAG);
+        break;
+    case Access::read_response_to:
+        posted = dat_ep_post_rdma_read(pair.a, 1, const_cast<DAT_LMR_TRIPLET*>(&local_gone), cookie, &remote_good,
+                                       DAT_COMPLETION_DEFAULT_FLAG);
+        break;
+    case Access::send_from:
+        posted =
+            dat_ep_post_send(pair.a, 1, const_cast<DAT_LMR_TRIPLET*>(&local_gone), cookie, DAT_COMPLETION_DEFAULT_FLAG);
+        break;
+    }
+    ASSERT_EQ(posted, kOk);
+    DAT_EVENT e{};
+    ASSERT_TRUE(Pair::next(pair.dto_a, e));
+    ASSERT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 42u);
+    const DAT_DTO_COMPLETION_STATUS expected = access == Access::write_into || access == Access::read_from
+                                                   ? DAT_DTO_ERR_REMOTE_ACCESS
+                                               : access == Access::send_into ? DAT_DTO_ERR_REMOTE_RESPONDER
+                                                                             : DAT_DTO_ERR_LOCAL_PROTECTION;
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, expected);
+    if (access == Access::send_into) { // the receive that could not be filled
+        ASSERT_TRUE(Pair::next(pair.dto_b, e));
+        EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 7u);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_PROTECTION);
+    }
+    ASSERT_TRUE(Pair::next(pair.conn_a, e));
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_BROKEN);
+    ASSERT_TRUE(Pair::next(pair.conn_b, e));
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_BROKEN);
+
+    // A fresh connection works: a write and a read of good memory.
+    pair.connect();
+    ASSERT_TRUE(pair.ok);
+    std::vector<char> other(kBytes, 'o');
+    const DAT_LMR_CONTEXT other_l = pair.enroll(other.data(), kBytes);
+    DAT_LMR_TRIPLET from{reinterpret_cast<DAT_VADDR>(other.data()), seg, other_l};
+    ASSERT_EQ(
+        dat_ep_post_rdma_write(pair.a, 1, &from, DAT_DTO_COOKIE{.as_64 = 1}, &remote_good, DAT_COMPLETION_DEFAULT_FLAG),
+        kOk);
+    ASSERT_TRUE(Pair::next(pair.dto_a, e));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(good.data(), kBytes), std::string(kBytes, 'o'));
+    std::memset(good.data(), 'h', kBytes);
+    ASSERT_EQ(
+        dat_ep_post_rdma_read(pair.a, 1, &from, DAT_DTO_COOKIE{.as_64 = 2}, &remote_good, DAT_COMPLETION_DEFAULT_FLAG),
+        kOk);
+    ASSERT_TRUE(Pair::next(pair.dto_a, e));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(other.data(), kBytes), std::string(kBytes, 'h'));
+}
+
+INSTANTIATE_TEST_SUITE_P(Accesses, UnmappedRegion,
+                         ::testing::Values(Access::write_into, Access::read_from, Access::send_into,
+                                           Access::read_response_to, Access::send_from));
+
+// The guard's handler passes on every fault that is not its own: a
+// consumer's handler installed before the IA opened still gets its faults,
+// and without one a fault still kills the process with SIGSEGV. Each runs in
+// a fresh process (a death test, re-executed), whose first IA installs the
+// guard.
+sigjmp_buf consumer_jump;
+void* volatile consumer_fault_address = nullptr;
+void consumer_handler(int, siginfo_t* info, void*)
+{
+    consumer_fault_address = info->si_addr;
+    siglongjmp(consumer_jump, 1);
+}
+
+bool guard_turned_off()
+{
+    const char* v = std::getenv("FASTDAPL_SOFTNIC_FAULT_GUARD");
+    return v && std::strcmp(v, "0") == 0;
+}
+
+int consumer_handler_body()
+{
+    struct sigaction sa {};
+    sa.sa_sigaction = consumer_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, nullptr) != 0)
+        return 10;
+    Pair pair; // opens the IA: the guard goes in over the consumer's handler
+    if (!pair.ok)
+        return 11;
+    struct sigaction now {};
+    if (sigaction(SIGSEGV, nullptr, &now) != 0 ||
+        (!ia_is_verbs(pair.ia) && (now.sa_sigaction == consumer_handler) != guard_turned_off()))
+        return 12;
+    void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return 13;
+    if (sigsetjmp(consumer_jump, 1) == 0) {
+        *static_cast<volatile char*>(page) = 1; // faults
+        return 14;
+    }
+    return consumer_fault_address == page ? 0 : 15;
+}
+
+int unguarded_fault_body()
+{
+    Pair pair;
+    if (!pair.ok)
+        return 11;
+    void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return 12;
+    *static_cast<volatile char*>(page) = 1; // faults
+    return 13;
+}
+
+TEST(FaultGuard, ConsumerHandlerStillGetsItsFaults)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(consumer_handler_body()), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(FaultGuard, UnguardedFaultStillKills)
+{
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(unguarded_fault_body()), ::testing::KilledBySignal(SIGSEGV), "");
+}
 
 } // namespace
