@@ -657,7 +657,8 @@ void Device::update_epoll(Qp& qp)
 }
 
 bool Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
-                        std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length)
+                        std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length,
+                        bool registered)
 {
     std::uint8_t h[kHeader] = {type, flags, syndrome, kWireVersion};
     const std::uint32_t len_be = htobe32(length), rkey_be = htobe32(rkey), aux_be = htobe32(aux);
@@ -673,11 +674,14 @@ bool Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint
     const std::size_t start = qp.out_.size();
     qp.out_.resize(start + kHeader + (payload ? length : 0));
     std::memcpy(qp.out_.data() + start, h, kHeader);
-    // The payload is the gathered send or registered memory (a READ's
-    // response), which may have been unmapped since it was registered.
-    if (payload && length && !guarded_copy(qp.out_.data() + start + kHeader, payload, length)) {
-        qp.out_.resize(start);
-        return false;
+    if (payload && length) {
+        std::uint8_t* const to = qp.out_.data() + start + kHeader;
+        if (!registered) { // the gathered bytes of a send or write: ours
+            std::memcpy(to, payload, length);
+        } else if (!guarded_copy(to, payload, length)) { // unmapped since it was registered
+            qp.out_.resize(start);
+            return false;
+        }
     }
     return true;
 }
@@ -1011,7 +1015,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         // A range that passes the check may still fault (unmapped since it
         // was registered): the same remote access error.
         if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_, qp.qpn_) ||
-            !send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(h.addr), h.length)) {
+            !send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(h.addr), h.length, true)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);

@@ -313,10 +313,12 @@ private:
     void flush_all(Qp& qp);
     bool advance_drain(Qp& qp);
     void update_epoll(Qp& qp);
-    // Queues a frame; false, and nothing queued, when reading `payload`
-    // (registered memory) faulted.
+    // Queues a frame. A payload in registered memory (`registered`: a
+    // READ's response) is copied under the fault guard: false, and nothing
+    // queued, when reading it faulted.
     bool send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
-                    std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length);
+                    std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length,
+                    bool registered = false);
 
     MemoryTable memory_;
     std::atomic<std::uint32_t> next_pd_{1};
