@@ -5,12 +5,17 @@
 # connections sharing one SRQ per side, in bursts. Each with our libdat2
 # (LD_LIBRARY_PATH) and with Debian's libdat2 hosting our provider
 # (DAT_OVERRIDE only).
-# usage: dtest_pairs.sh LIBDAT2_DIR PROVIDER_CONF
+# usage: dtest_pairs.sh LIBDAT2_DIR PROVIDER_CONF [validate-4m-x20]
+# With validate-4m-x20, only dtest -W -D at 4 MiB (each side polls on the
+# last byte of the other's RDMA write, then checks every byte), 100
+# ping-pongs a pair (-B; dtest's default of 1000 takes a minute), 20 pairs
+# in a row through our libdat2: the softnic places a write's last byte last.
 # dtest prints FAILED yet exits 0: the check reads its output (dtestsrq
 # prints its last line only when every step passed).
 set -uo pipefail
 libdir=$(cd "$1" && pwd)
 conf=$2
+mode=${3:-all}
 if ! command -v dtest >/dev/null 2>&1; then
     if [ "${CI:-}" = "true" ]; then echo "dtest_pairs: dapl2-utils missing (required under CI)"; exit 1; fi
     echo "dtest_pairs: SKIP: dapl2-utils not installed"; exit 77
@@ -36,7 +41,7 @@ run_pair() { # program, label, registry(ours|debian), options...
         >"$work/client.$label" 2>&1
     wait $server
     if grep -q "$passed" "$work/client.$label" && grep -q "$passed" "$work/server.$label"; then
-        echo "ok: $program $label ($(grep -Eo '[0-9.]+ MB/sec|[0-9.]+ us/iteration|itime=[0-9.]+ us|ALL [0-9]+ CONNECTED' "$work/client.$label" | head -1))"
+        echo "ok: $program $label ($(grep -Eo '[0-9.]+ MB/sec|BW [0-9.]+ MB/s|[0-9.]+ us/iteration|itime=[0-9.]+ us|ALL [0-9]+ CONNECTED' "$work/client.$label" | head -1))"
     else
         echo "FAIL: $program $label"; echo "--- client"; tail -15 "$work/client.$label"; echo "--- server"; tail -15 "$work/server.$label"
         fail=1
@@ -44,6 +49,14 @@ run_pair() { # program, label, registry(ours|debian), options...
     # The next server must find the qualifier free.
     for _ in $(seq 1 100); do listening || break; sleep 0.05; done
 }
+
+if [ "$mode" = validate-4m-x20 ]; then
+    for i in $(seq 1 20); do
+        run_pair dtest "validate-4m-$i-ours" ours -W -D -b 4194304 -B 100
+        [ $fail = 0 ] || break # the first failure says it; no need for 19 more
+    done
+    exit $fail
+fi
 
 for registry in ours debian; do
     run_pair dtest default-$registry $registry
