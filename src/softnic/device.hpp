@@ -10,8 +10,10 @@
 #include <infiniband/mlx5dv.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -21,22 +23,41 @@
 
 namespace fastdapl::softnic {
 
-// An allocator whose value-less construct leaves the bytes as they are: a
-// Bytes vector grows by resize() without zeroing what is copied over next.
-template <typename T>
-struct UninitialisedAllocator : std::allocator<T> {
-    template <typename U>
-    void construct(U* p) noexcept
+// A byte buffer that grows without zeroing what is copied over next (a
+// std::vector zeroes on resize, and with an allocator that does not, it
+// relocates byte by byte). Its capacity stays after clear().
+class Bytes {
+public:
+    std::uint8_t* data() { return bytes_.get(); }
+    const std::uint8_t* data() const { return bytes_.get(); }
+    std::size_t size() const { return size_; }
+    void clear() { size_ = 0; }
+    // New bytes are left as they are.
+    void resize(std::size_t n)
     {
-        ::new (static_cast<void*>(p)) U;
+        if (n > capacity_)
+            grow(n);
+        size_ = n;
     }
-    template <typename U, typename... A>
-    void construct(U* p, A&&... args)
+    void push_back(std::uint8_t byte)
     {
-        ::new (static_cast<void*>(p)) U(std::forward<A>(args)...);
+        resize(size_ + 1);
+        bytes_[size_ - 1] = byte;
     }
+
+private:
+    void grow(std::size_t n)
+    {
+        const std::size_t capacity = std::max({n, 2 * capacity_, std::size_t{256}});
+        auto bytes = std::make_unique_for_overwrite<std::uint8_t[]>(capacity);
+        if (size_)
+            std::memcpy(bytes.get(), bytes_.get(), size_);
+        bytes_ = std::move(bytes);
+        capacity_ = capacity;
+    }
+    std::unique_ptr<std::uint8_t[]> bytes_;
+    std::size_t size_ = 0, capacity_ = 0;
 };
-using Bytes = std::vector<std::uint8_t, UninitialisedAllocator<std::uint8_t>>;
 
 // Bytes of one message the wire accepts; larger frames break the connection.
 inline constexpr std::uint32_t kMaxMessageSize = 1u << 30;
