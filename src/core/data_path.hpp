@@ -60,8 +60,19 @@ inline DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLE
 {
     if (ep->path != PathKind::softnic)
         return error(DAT_MODEL_NOT_SUPPORTED);
-    return softnic_path::post_write_immediate(ep, n, iov, total, cookie.as_64, remote, imm,
-                                              fastpath::control_flags(flags));
+    return softnic_path::post_with_immediate(ep, MLX5_OPCODE_RDMA_WRITE_IMM, n, iov, total, cookie.as_64, remote, imm,
+                                             fastpath::control_flags(flags));
+}
+
+// A send that invalidates the peer's remote key `rkey` (an RMR's context
+// unbinds it; an LMR's loses its remote rights).
+inline DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                       DAT_DTO_COOKIE cookie, std::uint32_t rkey, DAT_COMPLETION_FLAGS flags)
+{
+    if (ep->path != PathKind::softnic)
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    return softnic_path::post_with_immediate(ep, MLX5_OPCODE_SEND_INVAL, n, iov, total, cookie.as_64, nullptr, rkey,
+                                             fastpath::control_flags(flags));
 }
 
 // An 8-byte compare and swap (`compare_swap`) or fetch and add.

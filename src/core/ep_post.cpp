@@ -31,10 +31,12 @@ constexpr DAT_COMPLETION_FLAGS kPostFlags =
     return error(DAT_INVALID_PARAMETER, n < 0 || n > max_iov ? DAT_INVALID_ARG2 : DAT_INVALID_ARG5);
 }
 
-[[gnu::always_inline]] inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n,
-                                                      const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+// The checks every request takes, then `post(total)`: the request to the
+// EP's queue engine.
+template <class Post>
+[[gnu::always_inline]] inline DAT_RETURN post_checked(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
                                                       const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags,
-                                                      DAT_COUNT max_iov)
+                                                      DAT_COUNT max_iov, Post post)
 {
     if (ep->state.load(std::memory_order_relaxed) != DAT_EP_STATE_CONNECTED) [[unlikely]] {
         if (DAT_RETURN rc = request_state_error(ep); rc != DAT_SUCCESS)
@@ -59,7 +61,17 @@ constexpr DAT_COMPLETION_FLAGS kPostFlags =
     const std::uint64_t limit = remote ? kMaxMessageSize : ep->attr.max_message_size;
     if (total > limit) [[unlikely]]
         return error(DAT_LENGTH_ERROR);
-    return dp::post_request(ep, opcode, n, iov, static_cast<std::uint32_t>(total), cookie, remote, flags);
+    return post(static_cast<std::uint32_t>(total));
+}
+
+[[gnu::always_inline]] inline DAT_RETURN post_request(Ep* ep, std::uint8_t opcode, DAT_COUNT n,
+                                                      const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                                                      const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags,
+                                                      DAT_COUNT max_iov)
+{
+    return post_checked(ep, n, iov, remote, flags, max_iov, [&](std::uint32_t total) __attribute__((always_inline)) {
+        return dp::post_request(ep, opcode, n, iov, total, cookie, remote, flags);
+    });
 }
 
 } // namespace
@@ -120,6 +132,19 @@ DAT_RETURN ep_post_recv(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov,
             return rc;
     }
     return dp::post_recv(ep, n, iov, cookie);
+}
+
+DAT_RETURN ep_post_send_with_invalidate(DAT_EP_HANDLE handle, DAT_COUNT n, DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie,
+                                        DAT_COMPLETION_FLAGS flags, DAT_BOOLEAN invalidate, DAT_RMR_CONTEXT rkey)
+{
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (!invalidate) // the context is ignored: a plain send
+        return post_request(ep, MLX5_OPCODE_SEND, n, iov, cookie, nullptr, flags, ep->attr.max_request_iov);
+    return post_checked(ep, n, iov, nullptr, flags, ep->attr.max_request_iov, [&](std::uint32_t total) {
+        return dp::post_send_invalidate(ep, n, iov, total, cookie, rkey, flags);
+    });
 }
 
 } // namespace fastdapl::core

@@ -250,6 +250,17 @@ bool rmr_bind_completed(Ep* ep, Evd* evd, DAT_DTO_COMPLETION_STATUS status, DAT_
     return true;
 }
 
+void received_invalidate(Ep* ep, DAT_DTO_COMPLETION_EVENT_DATA& d, DAT_RMR_CONTEXT rkey)
+{
+    d.operation = DAT_DTO_RECEIVE_WITH_INVALIDATE;
+    d.rmr_context = rkey;
+    if (d.status != DAT_DTO_SUCCESS)
+        return;
+    std::lock_guard lock(g_binds_mutex);
+    if (auto it = g_bound.find({ep->ia, rkey}); it != g_bound.end())
+        release_binding(it->second); // the device unbound the window already
+}
+
 void forget_rmr_binds(Ep* ep)
 {
     std::lock_guard lock(g_binds_mutex);

@@ -37,6 +37,10 @@ public:
 // fills `e` with its DAT_RMR_BIND_COMPLETION_EVENT; false when none is to
 // be reported (a suppressed success). A failed bind leaves the RMR unbound.
 bool rmr_bind_completed(Ep* ep, Evd* evd, DAT_DTO_COMPLETION_STATUS status, DAT_EVENT& e);
+// A receive on `ep` whose sender invalidated our remote key `rkey` (the
+// reaper): the event says so (DAT_DTO_RECEIVE_WITH_INVALIDATE), and an RMR
+// bound with that context is unbound.
+void received_invalidate(Ep* ep, DAT_DTO_COMPLETION_EVENT_DATA& d, DAT_RMR_CONTEXT rkey);
 // Binds of `ep` not yet completed are forgotten (its queues go).
 void forget_rmr_binds(Ep* ep);
 

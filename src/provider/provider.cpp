@@ -86,17 +86,6 @@ DAT_RETURN extended_op(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
     return handle_extendedop(handle, op, args);
 }
 
-// Calls not offered yet (RMR, CSP, handoff, dup_connect, HA; the issue
-// of the whole API adds them): a typed stub per DAT_PROVIDER slot that
-// answers DAT_MODEL_NOT_SUPPORTED (class bit set).
-template <typename F>
-struct Unsupported;
-template <typename... A>
-struct Unsupported<DAT_RETURN (*)(A...)> {
-    static DAT_RETURN call(A...) { return not_supported(); }
-};
-#define FASTDAPL_LATER(member) t.member = &Unsupported<decltype(DAT_PROVIDER::member)>::call
-
 void fill_table(DAT_PROVIDER& t, const char* device_name)
 {
     t.device_name = device_name;
@@ -174,7 +163,7 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.csp_free_func = &csp_free;
     t.ep_common_connect_func = &ep_common_connect;
     t.rmr_create_for_ep_func = &rmr_create_for_ep;
-    FASTDAPL_LATER(ep_post_send_with_invalidate_func);
+    t.ep_post_send_with_invalidate_func = &ep_post_send_with_invalidate;
     t.ep_post_rdma_read_to_rmr_func = &ep_post_rdma_read_to_rmr;
     t.cno_fd_create_func = &cno_fd_create;
     t.cno_trigger_func = &cno_trigger;
@@ -182,7 +171,6 @@ void fill_table(DAT_PROVIDER& t, const char* device_name)
     t.handle_extendedop_func = &extended_op;
 }
 
-#undef FASTDAPL_LATER
 
 } // namespace
 

@@ -40,7 +40,7 @@ enum FrameType : std::uint8_t {
                      // flags: kCompareSwap (else fetch and add). Answered by a
                      // kReadResp of the target's original 8 bytes.
 };
-enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4 };
+enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4, kInvalidate = 8 }; // kInvalidate: aux is a key of the receiver's to invalidate
 constexpr std::uint8_t kWireVersion = 1;
 constexpr std::size_t kHeader = 24;
 constexpr std::size_t kOutputHighWater = 8u << 20; // stop taking WQEs while this much is unsent
@@ -741,7 +741,8 @@ bool Device::execute_send_queue(Qp& qp)
         // A NOP moves nothing: it completes in order, once everything
         // before it has (memory-window binds are ordered this way).
         const bool nop = opcode == MLX5_OPCODE_NOP;
-        const bool known = rdma || atomic || nop || opcode == MLX5_OPCODE_SEND || opcode == MLX5_OPCODE_SEND_IMM;
+        const bool known = rdma || atomic || nop || opcode == MLX5_OPCODE_SEND || opcode == MLX5_OPCODE_SEND_IMM ||
+                           opcode == MLX5_OPCODE_SEND_INVAL;
         std::uint64_t raddr = 0;
         std::uint32_t rkey = 0;
         std::uint32_t first_data = 1;
@@ -802,8 +803,10 @@ bool Device::execute_send_queue(Qp& qp)
         const std::uint32_t imm = ctrl->imm; // already big-endian
         switch (opcode) {
         case MLX5_OPCODE_SEND:
-        case MLX5_OPCODE_SEND_IMM: {
+        case MLX5_OPCODE_SEND_IMM:
+        case MLX5_OPCODE_SEND_INVAL: { // imm: the immediate data, or the key to invalidate
             std::uint8_t flags = (opcode == MLX5_OPCODE_SEND_IMM ? kImm : 0) |
+                                 (opcode == MLX5_OPCODE_SEND_INVAL ? kInvalidate : 0) |
                                  ((ctrl->fm_ce_se & MLX5_WQE_CTRL_SOLICITED) ? kSolicited : 0);
             send_frame(qp, kSend, flags, 0, 0, 0, be32toh(imm), payload.data(), f.length);
             break;
@@ -948,6 +951,17 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
                                      kLocalWrite, qp.srq_ ? qp.srq_->pd_ : qp.pd_);
             capacity += be32toh(segs[i].byte_count);
         }
+        // A send that invalidates one of our keys: a key of this QP's PD (an
+        // EP-scoped window: bound to this QP), else an invalid request that
+        // breaks the connection with the buffer untouched.
+        if (ok && payload_len <= capacity && (h.flags & kInvalidate) && !memory_.invalidate(h.aux, qp.pd_, qp.qpn_)) {
+            push_receive({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false, static_cast<std::uint16_t>(index),
+                          0, 0, qp.qpn_});
+            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, 0, 0, 0, nullptr, 0);
+            flush_output(qp);
+            fail(qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+            return false;
+        }
         Piece pieces[2 * kMaxSge]; // an SRQ WQE's stride may hold more than kMaxSge
         std::size_t npieces = 0;
         if (ok && payload_len <= capacity) {
@@ -971,7 +985,10 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             fail(qp, local, false); // broken here too, not an orderly end
             return false;
         }
-        push_receive({static_cast<std::uint8_t>((h.flags & kImm) ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND), 0,
+        push_receive({static_cast<std::uint8_t>((h.flags & kImm)          ? MLX5_CQE_RESP_SEND_IMM
+                                                : (h.flags & kInvalidate) ? MLX5_CQE_RESP_SEND_INV
+                                                                          : MLX5_CQE_RESP_SEND),
+                      0,
                       (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
                       static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
         send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);

@@ -99,11 +99,11 @@ std::uint32_t MemoryTable::bind_window(std::uint32_t key, std::uint32_t region_k
     return (key & ~0xffu) | slot.generation;
 }
 
-bool MemoryTable::invalidate(std::uint32_t key, std::uint32_t pd)
+bool MemoryTable::invalidate(std::uint32_t key, std::uint32_t pd, std::uint32_t qpn)
 {
     std::unique_lock lock(mutex_);
     const Region* found = find(key);
-    if (!found || found->pd != pd)
+    if (!found || found->pd != pd || (found->window && found->qpn != 0 && found->qpn != qpn))
         return false;
     Region& r = regions_[key >> 8];
     if (r.window) {

@@ -52,10 +52,11 @@ public:
     // region of the window's PD covering the range.
     std::uint32_t bind_window(std::uint32_t key, std::uint32_t region_key, std::uint64_t addr, std::uint64_t length,
                               std::uint32_t access, std::uint32_t qpn);
-    // A peer's send with invalidate: window `key` of `pd` becomes unbound,
-    // or region `key` loses its remote rights (its local use stays). False
-    // when `key` names neither in `pd`.
-    bool invalidate(std::uint32_t key, std::uint32_t pd);
+    // A peer's send with invalidate, arriving on queue pair `qpn`: window
+    // `key` of `pd` becomes unbound, or region `key` loses its remote rights
+    // (its local use stays). False when `key` names neither in `pd`, or a
+    // window bound for another queue pair.
+    bool invalidate(std::uint32_t key, std::uint32_t pd, std::uint32_t qpn);
 
 private:
     struct Region {

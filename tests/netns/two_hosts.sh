@@ -43,8 +43,6 @@ ip -n "$ns_b" link set vb up
 prov=$build/src/provider/libfastdapl.so.2
 echo "fastdapl-tcp u2.0 nonthreadsafe default $prov fastdapl.0.1 \"va\" \"\"" >"$work/a.conf"
 echo "fastdapl-tcp u2.0 nonthreadsafe default $prov fastdapl.0.1 \"vb\" \"\"" >"$work/b.conf"
-# A short link timeout, so that a cut link is noticed within seconds.
-export FASTDAPL_SOFTNIC_TIMEOUT_MS=3000
 in_a() { ip netns exec "$ns_a" env LD_LIBRARY_PATH="$build/src/registry" DAT_OVERRIDE="$work/a.conf" "$@"; }
 in_b() { ip netns exec "$ns_b" env LD_LIBRARY_PATH="$build/src/registry" DAT_OVERRIDE="$work/b.conf" "$@"; }
 dat_perf=$build/tools/dat_perf/dat_perf
@@ -150,6 +148,10 @@ loss "$ns_b" 0
 # timeout plus a margin, well before dat_perf's own 30-second waits.
 fault_under_load() { # label, fault command...
     local label=$1; shift
+    # A short link timeout, so that a cut link is noticed within seconds
+    # (the lossy runs keep the default: a lost segment retransmitted a few
+    # times must not end a connection).
+    export FASTDAPL_SOFTNIC_TIMEOUT_MS=3000
     in_a timeout 120 "$dat_perf" -s -p 47101 -t bw -m 65536 -M 65536 -n 100000000 >"$work/fault.s.$label" 2>&1 &
     local server=$!
     wait_listen "$ns_a" 47101

@@ -622,10 +622,10 @@ TEST_F(Provider, WaitThresholdTimeoutWakeAndWaiterRules)
 
 TEST_F(Provider, CallsOfLaterWorkAreModelNotSupported)
 {
+    DAT_EP_ATTR attr{};
+    attr.service_type = static_cast<DAT_SERVICE_TYPE>(1); // UD (the IB extensions' DAT_IB_SERVICE_TYPE_UD): not yet
     DAT_EP_HANDLE ep;
-    ASSERT_EQ(dat_ep_create(ia, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &ep), kOk);
-    const DAT_RETURN rc = dat_ep_post_send_with_invalidate(ep, 0, nullptr, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG,
-                                                           DAT_TRUE, 1); // not yet
+    const DAT_RETURN rc = dat_ep_create(ia, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, &attr, &ep);
     EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
     EXPECT_NE(rc & DAT_CLASS_ERROR, 0u);
 }

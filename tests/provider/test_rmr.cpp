@@ -385,4 +385,72 @@ TEST_F(Rmrs, RdmaReadIntoAnRmr)
     EXPECT_EQ(refused(local), t(DAT_PROTECTION_VIOLATION));
 }
 
+// A send that invalidates the receiver's RMR context: the receive says
+// so, the RMR is unbound, the context stops working; invalidate FALSE is a
+// plain send; a key the receiver does not have breaks the connection.
+TEST_F(Rmrs, SendWithInvalidateUnbindsTheReceiversRmr)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &rmr), kOk);
+    const DAT_RMR_CONTEXT ctx = bind(rmr, b, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 1);
+    const auto receive = [&](std::uint64_t cookie) {
+        DAT_LMR_TRIPLET r = piece(32768, 64);
+        EXPECT_EQ(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{.as_64 = cookie}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    };
+    DAT_LMR_TRIPLET s = piece(0, 16);
+    receive(10);
+    ASSERT_EQ(dat_ep_post_send_with_invalidate(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 11}, DAT_COMPLETION_DEFAULT_FLAG,
+                                               DAT_FALSE, 0x12345),
+              kOk); // the context is ignored
+    EXPECT_EQ(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    DAT_EVENT e = next(dto_b);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE);
+
+    receive(12);
+    ASSERT_EQ(dat_ep_post_send_with_invalidate(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 13}, DAT_COMPLETION_DEFAULT_FLAG,
+                                               DAT_TRUE, ctx),
+              kOk);
+    EXPECT_EQ(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    e = next(dto_b);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 12u);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE_WITH_INVALIDATE);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.rmr_context, ctx);
+    DAT_RMR_PARAM q{};
+    ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.rmr_context, 0u); // unbound, as a bind of length 0 leaves it
+    std::memset(buffer.data() + 8192, 0, 16);
+    EXPECT_NE(write(a, {reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 16, ctx}, 16), DAT_DTO_SUCCESS);
+    EXPECT_EQ(buffer[8192], 0);
+    EXPECT_EQ(dat_lmr_free(lmr), kOk); // no window holds it now
+}
+
+// Invalidating a key the receiver does not have: an invalid request that
+// breaks the connection, the receive buffer untouched.
+TEST_F(Rmrs, SendInvalidatingAnUnknownKeyBreaksTheConnection)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    std::memset(buffer.data() + 32768, 0x7e, 64);
+    DAT_LMR_TRIPLET r = piece(32768, 64), s = piece(0, 16);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_ep_post_send_with_invalidate(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 2}, DAT_COMPLETION_DEFAULT_FLAG,
+                                               DAT_TRUE, 0x00abcd01),
+              kOk);
+    EXPECT_NE(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_NE(next(dto_b).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(buffer[32768], 0x7e);
+    EXPECT_EQ(type_of(dat_ep_post_send_with_invalidate(pz, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG,
+                                                       DAT_TRUE, 1)),
+              t(DAT_INVALID_HANDLE));
+}
+
 } // namespace

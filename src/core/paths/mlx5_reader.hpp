@@ -147,9 +147,14 @@ template <class Kind, class Completions>
             d.operation = DAT_DTO_RECEIVE;
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? be32toh(cqe->byte_cnt) : 0;
             // RESP_WR_IMM (1) and RESP_SEND_IMM (3), the odd receive opcodes,
-            // carry immediate data: an extended event.
-            if (opcode & 1) [[unlikely]]
-                mark_immediate_receive(e, ep, opcode, cqe->imm_inval_pkey);
+            // carry immediate data: an extended event. RESP_SEND_INV (4):
+            // the sender invalidated one of our remote keys.
+            if (opcode != MLX5_CQE_RESP_SEND) [[unlikely]] {
+                if (opcode & 1)
+                    mark_immediate_receive(e, ep, opcode, cqe->imm_inval_pkey);
+                else if (opcode == MLX5_CQE_RESP_SEND_INV)
+                    received_invalidate(ep, d, be32toh(cqe->imm_inval_pkey));
+            }
         }
         // Released only now: the device may reuse the entry once it is published.
         view.consume();

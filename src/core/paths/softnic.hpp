@@ -112,14 +112,18 @@ namespace softnic_path {
 }
 
 // The IB extensions' requests (not the fast path): sent as post_request's are.
-inline DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
-                                       std::uint64_t cookie, const DAT_RMR_TRIPLET* remote, std::uint32_t imm,
-                                       std::uint8_t ctrl_flags)
+// A request whose control segment carries 32 bits besides (`imm`): write
+// with immediate data, or a send that invalidates the peer's key `imm`.
+inline DAT_RETURN post_with_immediate(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
+                                      std::uint32_t total, std::uint64_t cookie, const DAT_RMR_TRIPLET* remote,
+                                      std::uint32_t imm, std::uint8_t ctrl_flags)
 {
     auto* q = static_cast<SoftnicEpQueues*>(ep->queues);
-    const fastpath::RemoteAddress ra{remote->virtual_address, remote->rmr_context};
-    if (!q->sq.post(MLX5_OPCODE_RDMA_WRITE_IMM, reinterpret_cast<const fastpath::Sge*>(iov),
-                    static_cast<std::uint32_t>(n), total, &ra, htobe32(imm), ctrl_flags, cookie))
+    fastpath::RemoteAddress ra{};
+    if (remote)
+        ra = {remote->virtual_address, remote->rmr_context};
+    if (!q->sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
+                    remote ? &ra : nullptr, htobe32(imm), ctrl_flags, cookie))
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     q->sq.publish_only();
     if (!q->caller_sends || total > kSoftnicCallerSendLimit || !q->device->kick(q->qp))
