@@ -361,6 +361,45 @@ DAT_IA_HANDLE allocate_ia_slot(State& s, DAT_IA_HANDLE real, Entry* entry)
     return encode_ia(slot, sl.generation);
 }
 
+// Closes the registry IA handle `ia` through `close(provider, real
+// handle)`: the slot is marked closing (a concurrent close sees an invalid
+// handle), and freed, with the provider unloaded at its last IA, only if
+// the provider's close succeeded.
+template <class Close>
+DAT_RETURN close_ia_slot(DAT_HANDLE ia, Close close)
+{
+    State& s = state();
+    DAT_IA_HANDLE real = nullptr;
+    Entry* e = nullptr;
+    std::size_t slot = 0;
+    {
+        std::lock_guard lock(s.table_mutex);
+        slot = find_slot_locked(s, ia);
+        if (slot == 0 || s.slots[slot].closing)
+            return dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+        s.slots[slot].closing = true;
+        real = s.slots[slot].real;
+        e = s.slots[slot].entry;
+    }
+    const DAT_PROVIDER* p = e->provider;
+    const DAT_RETURN rc = p ? close(*p, real) : dat_error(DAT_INTERNAL_ERROR);
+    if (rc != DAT_SUCCESS) {
+        std::lock_guard lock(s.table_mutex);
+        s.slots[slot].closing = false;
+        return rc;
+    }
+    std::lock_guard lock(s.mutex);
+    {
+        std::lock_guard table_lock(s.table_mutex);
+        s.slots[slot].real = nullptr;
+        s.slots[slot].entry = nullptr;
+        s.slots[slot].closing = false;
+    }
+    if (--e->open_count == 0)
+        unload_provider_locked(s, *e);
+    return DAT_SUCCESS;
+}
+
 } // namespace
 
 bool debug_enabled()
@@ -593,38 +632,9 @@ FASTDAPL_EXPORT DAT_RETURN dat_ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS
 {
     if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
         return dat_error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    State& s = state();
-    DAT_IA_HANDLE real = nullptr;
-    Entry* e = nullptr;
-    std::size_t slot = 0;
-    {
-        std::lock_guard lock(s.table_mutex);
-        slot = find_slot_locked(s, ia_handle);
-        if (slot == 0 || s.slots[slot].closing)
-            return dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-        s.slots[slot].closing = true; // a concurrent close sees an invalid handle
-        real = s.slots[slot].real;
-        e = s.slots[slot].entry;
-    }
-    const DAT_PROVIDER* p = e->provider;
-    const DAT_RETURN rc = !p                  ? dat_error(DAT_INTERNAL_ERROR)
-                          : !p->ia_close_func ? dat_error(DAT_MODEL_NOT_SUPPORTED)
-                                              : p->ia_close_func(real, flags);
-    if (rc != DAT_SUCCESS) {
-        std::lock_guard lock(s.table_mutex);
-        s.slots[slot].closing = false;
-        return rc;
-    }
-    std::lock_guard lock(s.mutex);
-    {
-        std::lock_guard table_lock(s.table_mutex);
-        s.slots[slot].real = nullptr;
-        s.slots[slot].entry = nullptr;
-        s.slots[slot].closing = false;
-    }
-    if (--e->open_count == 0)
-        unload_provider_locked(s, *e);
-    return DAT_SUCCESS;
+    return close_ia_slot(ia_handle, [flags](const DAT_PROVIDER& p, DAT_IA_HANDLE real) {
+        return p.ia_close_func ? p.ia_close_func(real, flags) : dat_error(DAT_MODEL_NOT_SUPPORTED);
+    });
 }
 
 } // extern "C"
@@ -675,38 +685,10 @@ DAT_RETURN open_extension(const char* name, DAT_EXTENDED_OP op, va_list args)
 
 DAT_RETURN close_extension(DAT_HANDLE ia, DAT_EXTENDED_OP op, va_list args)
 {
-    State& s = state();
-    DAT_IA_HANDLE real = nullptr;
-    Entry* e = nullptr;
-    std::size_t slot = 0;
-    {
-        std::lock_guard lock(s.table_mutex);
-        slot = find_slot_locked(s, ia);
-        if (slot == 0 || s.slots[slot].closing)
-            return dat_error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-        s.slots[slot].closing = true;
-        real = s.slots[slot].real;
-        e = s.slots[slot].entry;
-    }
-    const DAT_PROVIDER* p = e->provider;
-    const DAT_RETURN rc = !p                           ? dat_error(DAT_INTERNAL_ERROR)
-                          : !p->handle_extendedop_func ? dat_error(DAT_MODEL_NOT_SUPPORTED)
-                                                       : p->handle_extendedop_func(real, op, args);
-    if (rc != DAT_SUCCESS) {
-        std::lock_guard lock(s.table_mutex);
-        s.slots[slot].closing = false;
-        return rc;
-    }
-    std::lock_guard lock(s.mutex);
-    {
-        std::lock_guard table_lock(s.table_mutex);
-        s.slots[slot].real = nullptr;
-        s.slots[slot].entry = nullptr;
-        s.slots[slot].closing = false;
-    }
-    if (--e->open_count == 0)
-        unload_provider_locked(s, *e);
-    return DAT_SUCCESS;
+    return close_ia_slot(ia, [op, &args](const DAT_PROVIDER& p, DAT_IA_HANDLE real) {
+        return p.handle_extendedop_func ? p.handle_extendedop_func(real, op, args)
+                                        : dat_error(DAT_MODEL_NOT_SUPPORTED);
+    });
 }
 
 } // namespace fastdapl::registry
