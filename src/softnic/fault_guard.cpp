@@ -133,6 +133,8 @@ bool install_fault_guard()
 
 bool guarded_copy(void* dst, const void* src, std::size_t n)
 {
+    if (n == 0) // an empty segment may have no address at all: nothing to copy
+        return true;
     const Piece piece{dst, src, n};
     return guarded(&piece, 1, [=] { std::memcpy(dst, src, n); });
 }
@@ -146,7 +148,8 @@ bool guarded_place(const Piece* pieces, std::size_t count)
     return guarded(pieces, count, [=] {
         const Piece& last = pieces[count - 1];
         for (std::size_t i = 0; i + 1 < count; ++i)
-            std::memcpy(pieces[i].dst, pieces[i].src, pieces[i].n);
+            if (pieces[i].n != 0) // an empty one may have no address
+                std::memcpy(pieces[i].dst, pieces[i].src, pieces[i].n);
         auto* dst = static_cast<unsigned char*>(last.dst);
         const auto* src = static_cast<const unsigned char*>(last.src);
         std::memcpy(dst, src, last.n - 1);
