@@ -284,8 +284,24 @@ private:
                 t.virtual_address = pick_address();
                 t.segment_length = pick_length();
             }
+            // A send or write of at most kInlineBytes in all is copied into
+            // the WQE at post time, as mlx5 devices take small ones, with no
+            // key check: its local addresses are read by the caller's thread
+            // like any pointer handed to memcpy (README). Addresses no
+            // process could read go only into segments too long for that,
+            // where the (software) NIC checks the key.
+            if (t.segment_length <= kInlineBytes && !readable(t.virtual_address, t.segment_length))
+                t.segment_length = kInlineBytes + 1 + in_.u8();
         }
         return in_.u8() == 0xff ? nullptr : iov_.data();
+    }
+    static constexpr DAT_SEG_LENGTH kInlineBytes = 64;
+    // Within the pool's readable pages (read-write, then read-only).
+    bool readable(std::uintptr_t a, std::uint64_t n) const
+    {
+        const auto start = reinterpret_cast<std::uintptr_t>(g->pool.base());
+        const auto end = reinterpret_cast<std::uintptr_t>(g->pool.read_only()) + GuardedPool::kPage;
+        return a >= start && a <= end && n <= end - a;
     }
     // One or two segments inside regions this input registered (perhaps
     // freed since), at most 4 KiB each.
