@@ -20,8 +20,10 @@ class Ep;
 // DTO operations at or above this value are not the core API's: extended
 // requests (DAT_IB_DTO_*), and the memory-window bind the reader handles
 // itself (kWindowBindOperation).
-inline constexpr auto kExtendedOperationBase = static_cast<DAT_DTOS>(DAT_DTO_EXTENSION_BASE);
-inline constexpr auto kWindowBindOperation = static_cast<DAT_DTOS>(DAT_DTO_EXTENSION_BASE + 0x100);
+// Plain integers: the bind's value lies outside DAT_DTOS's range, and an
+// enum object may not hold it.
+inline constexpr std::uint32_t kExtendedOperationBase = DAT_DTO_EXTENSION_BASE;
+inline constexpr std::uint32_t kWindowBindOperation = DAT_DTO_EXTENSION_BASE + 0x100;
 
 // Counters of dat_ib_query_counters: relaxed increments, kept off the
 // posting and polling hot paths (the extended operations, receives with

@@ -20,21 +20,21 @@ namespace fastdapl::core {
 // The IB extensions' requests and the memory-window bind (a NOP) are at
 // kExtendedOperationBase or above: one test finds both.
 inline constexpr struct OperationTable {
-    DAT_DTOS of[32];
+    std::uint32_t of[32];
     constexpr OperationTable() : of{}
     {
         for (auto& o : of)
             o = DAT_DTO_SEND;
         of[MLX5_OPCODE_RDMA_WRITE] = DAT_DTO_RDMA_WRITE;
-        of[MLX5_OPCODE_RDMA_WRITE_IMM] = static_cast<DAT_DTOS>(DAT_IB_DTO_RDMA_WRITE_IMMED);
+        of[MLX5_OPCODE_RDMA_WRITE_IMM] = DAT_IB_DTO_RDMA_WRITE_IMMED;
         of[MLX5_OPCODE_RDMA_READ] = DAT_DTO_RDMA_READ;
-        of[MLX5_OPCODE_ATOMIC_CS] = static_cast<DAT_DTOS>(DAT_IB_DTO_CMP_SWAP);
-        of[MLX5_OPCODE_ATOMIC_FA] = static_cast<DAT_DTOS>(DAT_IB_DTO_FETCH_ADD);
+        of[MLX5_OPCODE_ATOMIC_CS] = DAT_IB_DTO_CMP_SWAP;
+        of[MLX5_OPCODE_ATOMIC_FA] = DAT_IB_DTO_FETCH_ADD;
         of[MLX5_OPCODE_NOP] = kWindowBindOperation;
     }
 } kOperationOf;
 
-inline DAT_DTOS operation_of(std::uint8_t mlx5_opcode)
+inline std::uint32_t operation_of(std::uint8_t mlx5_opcode)
 {
     return kOperationOf.of[mlx5_opcode & 31];
 }
@@ -106,7 +106,7 @@ template <class Kind, class Completions>
         d.status = attention ? fastpath::CompletionQueue::status(cqe) : DAT_DTO_SUCCESS;
         if (request) {
             const fastpath::SendSlot& slot = q->sq.slot(counter);
-            const DAT_DTOS operation = operation_of(slot.opcode);
+            const std::uint32_t operation = operation_of(slot.opcode);
             if (operation >= kExtendedOperationBase) [[unlikely]] {
                 if (operation == kWindowBindOperation) { // a memory-window bind (rmr.cpp)
                     const DAT_DTO_COMPLETION_STATUS status = d.status;
@@ -119,10 +119,10 @@ template <class Kind, class Completions>
                         return true;
                     continue;
                 }
-                mark_extended_request(e, operation); // an IB extension's request: an extended event
+                mark_extended_request(e, static_cast<DAT_DTOS>(operation)); // an IB extension's request: an extended event
             }
             d.user_cookie.as_64 = slot.cookie;
-            d.operation = operation;
+            d.operation = static_cast<DAT_DTOS>(operation);
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? slot.length : 0;
             q->sq.retire_through(counter);
         } else {
