@@ -155,6 +155,14 @@ inline bool progress(Evd* evd, std::unique_lock<SpinLock>& lock)
     return true;
 }
 
+// A waiter that polled the device (progress) goes to sleep: the softnic's
+// engine thread takes the sockets back at once.
+inline void consumer_sleeps(Evd* evd)
+{
+    if (evd->path == PathKind::softnic)
+        softnic_path::consumer_sleeps(evd);
+}
+
 // Whether the waiter sleeps on the device's file descriptors (verbs kinds)
 // rather than the EVD's condition variable (softnic: its notification
 // wakes it).

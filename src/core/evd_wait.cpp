@@ -6,10 +6,31 @@
 #include "evd.hpp"
 
 #include <chrono>
+#include <cstdlib>
 
 namespace fastdapl::core {
 
 namespace {
+
+constexpr unsigned long kDefaultWaitSpinUs = 50;
+
+// How long dat_evd_wait polls a software device before it sleeps
+// (FASTDAPL_WAIT_SPIN_US, microseconds; 0: sleep at once). A reply that
+// comes within it costs no wake-up on either side.
+std::chrono::microseconds wait_spin()
+{
+    static const std::chrono::microseconds spin = [] {
+        const char* v = std::getenv("FASTDAPL_WAIT_SPIN_US");
+        if (!v || !*v)
+            return std::chrono::microseconds(kDefaultWaitSpinUs);
+        char* end = nullptr;
+        const unsigned long us = std::strtoul(v, &end, 10);
+        if (*end || us > 1000000)
+            return std::chrono::microseconds(kDefaultWaitSpinUs);
+        return std::chrono::microseconds(us);
+    }();
+    return spin;
+}
 
 // Past the first look, which found no completion: software and connection
 // events, then a round of the device's progress. Entered with the EVD's
@@ -75,11 +96,19 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
     const bool forever = timeout == DAT_TIMEOUT_INFINITE;
     bool timed_out = false;
+    // Software devices are polled for a while first (not past the deadline).
+    const auto spin_until = timeout == 0 ? std::chrono::steady_clock::time_point{}
+                                         : std::chrono::steady_clock::now() + wait_spin();
     while (ready_events(evd, threshold) < threshold && evd->unwaitable_epoch == epoch && !timed_out) {
         // A round of the device's progress before sleeping.
-        if (evd->completions && dp::progress(evd, lock) &&
-            (ready_events(evd, threshold) >= threshold || evd->unwaitable_epoch != epoch))
-            break;
+        if (evd->completions && dp::progress(evd, lock)) {
+            if (ready_events(evd, threshold) >= threshold || evd->unwaitable_epoch != epoch)
+                break;
+            const auto now = std::chrono::steady_clock::now();
+            if (now < spin_until && (forever || now < deadline))
+                continue;
+            dp::consumer_sleeps(evd);
+        }
         if (evd->completions && dp::sleeps_on_fd(evd)) {
             // Armed, then looked at once more: a completion after the look
             // wakes the sleeper. It sleeps on the device's fd, and on a wake

@@ -44,6 +44,12 @@ enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4, kIn
 constexpr std::uint8_t kWireVersion = 1;
 constexpr std::size_t kHeader = 24;
 constexpr std::size_t kOutputHighWater = 8u << 20; // stop taking WQEs while this much is unsent
+// A WRITE at least this large is read from the socket into its target (one
+// copy, by the kernel) rather than through the receive buffer.
+constexpr std::size_t kDirectPlacementMin = 64 * 1024;
+// A SEND or WRITE at least this large goes from the consumer's memory to the
+// socket (sendmsg), not through the gather and output buffers.
+constexpr std::size_t kDirectSendMin = 64 * 1024;
 
 struct WireHeader {
     std::uint8_t type, flags, syndrome, version;
@@ -71,6 +77,21 @@ WireHeader decode(const std::uint8_t* p)
     std::memcpy(&v32, p + 20, 4);
     h.aux = be32toh(v32);
     return h;
+}
+
+void encode(std::uint8_t* h, std::uint8_t type, std::uint8_t flags, std::uint8_t syndrome, std::uint64_t addr,
+            std::uint32_t rkey, std::uint32_t aux, std::uint32_t length)
+{
+    h[0] = type;
+    h[1] = flags;
+    h[2] = syndrome;
+    h[3] = kWireVersion;
+    const std::uint32_t len_be = htobe32(length), rkey_be = htobe32(rkey), aux_be = htobe32(aux);
+    const std::uint64_t addr_be = htobe64(addr);
+    std::memcpy(h + 4, &len_be, 4);
+    std::memcpy(h + 8, &addr_be, 8);
+    std::memcpy(h + 16, &rkey_be, 4);
+    std::memcpy(h + 20, &aux_be, 4);
 }
 
 std::uint8_t* aligned_zeroed(std::size_t bytes)
@@ -471,7 +492,7 @@ void Device::disconnect(Qp* qp)
         // Bytes already queued go first; give them a moment, not forever.
         send_frame(*qp, kDisconnect, 0, 0, 0, 0, 0, nullptr, 0);
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-        while (qp->state() == QpState::ready && qp->out_sent_ < qp->out_.size() &&
+        while (qp->state() == QpState::ready && qp->output_pending() &&
                std::chrono::steady_clock::now() < deadline) {
             if (!flush_output(*qp)) {
                 pollfd p{qp->fd_, POLLOUT, 0};
@@ -525,7 +546,7 @@ bool Device::advance_drain(Qp& qp)
         qp.drain_ = Qp::Drain::goodbye;
         flush_output(qp);
     }
-    if (qp.drain_ == Qp::Drain::goodbye && qp.state() == QpState::ready && qp.out_sent_ == qp.out_.size()) {
+    if (qp.drain_ == Qp::Drain::goodbye && qp.state() == QpState::ready && !qp.output_pending()) {
         fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
         return true;
     }
@@ -540,7 +561,8 @@ bool Device::kick(Qp* qp)
     // Only when the wire is idle for this QP (a ping-pong): a stream of
     // posts is better left to the engine, which batches them while the
     // consumer goes on posting.
-    if (qp->state() != QpState::ready || !qp->inflight_.empty() || qp->out_sent_ < qp->out_.size())
+    if (qp->state() != QpState::ready || !qp->inflight_.empty() ||
+        (qp->output_pending() && !qp->out_acks_only_))
         return false;
     execute_send_queue(*qp);
     flush_output(*qp);
@@ -556,17 +578,47 @@ bool Device::kick(Qp* qp)
     return true;
 }
 
-void Device::progress()
+void Device::progress_as_consumer()
 {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (lock.owns_lock())
-        progress_locked();
+        progress_locked(true);
 }
 
 void Device::run()
 {
     epoll_event events[32];
+    std::uint32_t polls_seen = consumer_polls_.load(std::memory_order_relaxed);
+    std::uint32_t left_seen = consumer_left_.load(std::memory_order_seq_cst);
     while (!stop_.load()) {
+        // Consumers polled since the last round, and none went to sleep:
+        // they move the sockets themselves.
+        const std::uint32_t polls = consumer_polls_.load(std::memory_order_relaxed);
+        const std::uint32_t left = consumer_left_.load(std::memory_order_seq_cst);
+        const bool yield = polls != polls_seen && left == left_seen;
+        polls_seen = polls;
+        left_seen = left;
+        if (yield) {
+            // Wait for a doorbell (sleeping_ makes posts ring) or a consumer
+            // going to sleep, and look again after the quiet time. A doorbell
+            // rung before sleeping_ was visible is the polling consumer's to see.
+            engine_yields_.store(true, std::memory_order_seq_cst);
+            sleeping_.store(1, std::memory_order_seq_cst);
+            bool woken = false;
+            if (consumer_left_.load(std::memory_order_seq_cst) == left_seen && !stop_.load()) {
+                pollfd wake{wake_fd_, POLLIN, 0};
+                woken = ::poll(&wake, 1, kConsumerQuietMs) > 0;
+            }
+            sleeping_.store(0);
+            engine_yields_.store(false, std::memory_order_seq_cst);
+            std::uint64_t drained;
+            [[maybe_unused]] ssize_t n = ::read(wake_fd_, &drained, sizeof drained);
+            if (woken) {
+                std::lock_guard lock(mutex_);
+                progress_locked();
+            }
+            continue;
+        }
         bool busy;
         {
             std::lock_guard lock(mutex_);
@@ -592,7 +644,7 @@ void Device::run()
     }
 }
 
-bool Device::progress_locked()
+bool Device::progress_locked(bool consumer)
 {
     struct NotifyAfter { // tell waiters once per round, not once per CQE
         std::vector<Cq*>& cqs;
@@ -620,7 +672,10 @@ bool Device::progress_locked()
         busy |= flush_output(*qp);
         busy |= receive(*qp);
         receiver_waiting |= qp->waiting_for_recv_;
-        busy |= flush_output(*qp);
+        // ACKs of what just arrived wait for the consumer's reply or its
+        // next round (those before them went out in this round's first flush).
+        if (!consumer || !qp->out_acks_only_ || qp->direct_send_.first < qp->direct_send_.count)
+            busy |= flush_output(*qp);
         if (qp->drain_ != Qp::Drain::none && qp->state() == QpState::ready)
             busy |= advance_drain(*qp);
         if (qp->state() == QpState::ready)
@@ -646,7 +701,7 @@ void Device::update_epoll(Qp& qp)
 {
     if (qp.fd_ < 0)
         return;
-    const std::uint32_t want = qp.out_sent_ < qp.out_.size() ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
+    const std::uint32_t want = qp.output_pending() ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
     if (want == qp.epoll_mask_)
         return;
     epoll_event ev{};
@@ -660,17 +715,14 @@ bool Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint
                         std::uint32_t rkey, std::uint32_t aux, const void* payload, std::uint32_t length,
                         bool registered)
 {
-    std::uint8_t h[kHeader] = {type, flags, syndrome, kWireVersion};
-    const std::uint32_t len_be = htobe32(length), rkey_be = htobe32(rkey), aux_be = htobe32(aux);
-    const std::uint64_t addr_be = htobe64(addr);
-    std::memcpy(h + 4, &len_be, 4);
-    std::memcpy(h + 8, &addr_be, 8);
-    std::memcpy(h + 16, &rkey_be, 4);
-    std::memcpy(h + 20, &aux_be, 4);
+    std::uint8_t h[kHeader];
+    encode(h, type, flags, syndrome, addr, rkey, aux, length);
     if (qp.out_sent_ == qp.out_.size()) {
         qp.out_.clear();
         qp.out_sent_ = 0;
+        qp.out_acks_only_ = true;
     }
+    qp.out_acks_only_ = qp.out_acks_only_ && type == kAck;
     const std::size_t start = qp.out_.size();
     qp.out_.resize(start + kHeader + (payload ? length : 0));
     std::memcpy(qp.out_.data() + start, h, kHeader);
@@ -686,9 +738,43 @@ bool Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint
     return true;
 }
 
+bool Device::flush_direct(Qp& qp, bool& moved)
+{
+    Qp::DirectSend& d = qp.direct_send_;
+    while (qp.fd_ >= 0 && d.first < d.count) {
+        msghdr msg{};
+        msg.msg_iov = d.iov + d.first;
+        msg.msg_iovlen = d.count - d.first;
+        const ssize_t n = ::sendmsg(qp.fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            moved = true;
+            auto left = static_cast<std::size_t>(n);
+            while (d.first < d.count && left >= d.iov[d.first].iov_len)
+                left -= d.iov[d.first++].iov_len;
+            if (d.first < d.count) {
+                d.iov[d.first].iov_base = static_cast<std::uint8_t*>(d.iov[d.first].iov_base) + left;
+                d.iov[d.first].iov_len -= left;
+            }
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return true;
+        if (n < 0 && errno == EINTR)
+            continue;
+        // The consumer's memory was unmapped while it was being sent (the
+        // kernel says EFAULT), or the peer is gone: the frame is cut short.
+        fail(qp, errno == EFAULT ? MLX5_CQE_SYNDROME_LOCAL_PROT_ERR : MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
+        moved = true;
+        return false;
+    }
+    return true;
+}
+
 bool Device::flush_output(Qp& qp)
 {
     bool moved = false;
+    if (!flush_direct(qp, moved) || qp.direct_send_.first < qp.direct_send_.count)
+        return moved;
     while (qp.fd_ >= 0 && qp.out_sent_ < qp.out_.size()) {
         const ssize_t n = ::send(qp.fd_, qp.out_.data() + qp.out_sent_, qp.out_.size() - qp.out_sent_, MSG_NOSIGNAL);
         if (n > 0) {
@@ -757,6 +843,19 @@ bool Device::execute_send_queue(Qp& qp)
                         (!nop || ds == 1);
         payload.clear();
         const std::uint32_t first_word = ds > first_data ? be32toh(*reinterpret_cast<const std::uint32_t*>(seg(bb, first_data))) : 0;
+        // A large SEND or WRITE is sent from the consumer's memory, not
+        // gathered: once what is queued before it has gone.
+        bool direct_send = false;
+        if (local_ok && ds > first_data && !(first_word & MLX5_INLINE_SEG) && !reads_back && !nop &&
+            ds - first_data <= kMaxSge) {
+            std::uint64_t total = 0;
+            for (std::uint32_t i = first_data; i < ds; ++i)
+                total += be32toh(reinterpret_cast<const mlx5_wqe_data_seg*>(seg(bb, i))->byte_count);
+            direct_send = total >= kDirectSendMin;
+            if (direct_send && qp.output_pending())
+                break;
+        }
+        std::uint32_t direct_iovs = 1; // iov[0]: the header
         if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && !reads_back) {
             std::uint32_t len = first_word & ~MLX5_INLINE_SEG;
             local_ok = len <= qp.max_inline_;
@@ -777,7 +876,9 @@ bool Device::execute_send_queue(Qp& qp)
                         f.sge[f.nsge++] = s;
                 } else {
                     local_ok = memory_.check(s.lkey, s.addr, s.length, kLocalRead, qp.pd_);
-                    if (local_ok) { // memory unmapped since it was registered: a protection error
+                    if (local_ok && direct_send) { // the kernel reports unmapped memory as EFAULT
+                        qp.direct_send_.iov[direct_iovs++] = {reinterpret_cast<void*>(s.addr), s.length};
+                    } else if (local_ok) { // memory unmapped since it was registered: a protection error
                         const std::size_t at = payload.size();
                         payload.resize(at + s.length);
                         local_ok = guarded_copy(payload.data() + at, reinterpret_cast<const void*>(s.addr), s.length);
@@ -801,6 +902,20 @@ bool Device::execute_send_queue(Qp& qp)
             return true;
         }
         const std::uint32_t imm = ctrl->imm; // already big-endian
+        if (direct_send) { // the header now, the payload from the consumer's memory
+            Qp::DirectSend& d = qp.direct_send_;
+            const bool write = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
+            const std::uint8_t flags =
+                write ? (opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0)
+                      : ((opcode == MLX5_OPCODE_SEND_IMM ? kImm : 0) | (opcode == MLX5_OPCODE_SEND_INVAL ? kInvalidate : 0) |
+                         ((ctrl->fm_ce_se & MLX5_WQE_CTRL_SOLICITED) ? kSolicited : 0));
+            encode(d.header, write ? kWrite : kSend, flags, 0, raddr, rkey, be32toh(imm), f.length);
+            d.iov[0] = {d.header, kHeader};
+            d.count = direct_iovs;
+            d.first = 0;
+            qp.inflight_.push_back(f);
+            continue;
+        }
         switch (opcode) {
         case MLX5_OPCODE_SEND:
         case MLX5_OPCODE_SEND_IMM:
@@ -848,7 +963,19 @@ bool Device::receive(Qp& qp)
     // A member, not the stack: progress also runs on consumer threads, whose
     // stacks may be small (dapltest's are).
     std::uint8_t* const buf = receive_buffer_.data();
-    while (qp.fd_ >= 0 && qp.state() == QpState::ready) {
+    for (;;) {
+        if (!parse_frames(qp) || qp.fd_ < 0 || qp.state() != QpState::ready)
+            break;
+        if (qp.direct_.remaining > 0) { // a large WRITE's payload, read into its target
+            const Take took = receive_direct(qp);
+            if (took == Take::taken) {
+                worked = true;
+                continue;
+            }
+            if (took == Take::failed)
+                return true;
+            break; // nothing more to read now
+        }
         const ssize_t n = ::recv(qp.fd_, buf, receive_buffer_.size(), 0);
         if (n > 0) {
             qp.in_.insert(qp.in_.end(), buf, buf + n);
@@ -864,18 +991,42 @@ bool Device::receive(Qp& qp)
         } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
             broken = true;
         }
+        parse_frames(qp); // what arrived before the end of the stream
         break;
     }
+    // What arrived before the end of the stream (a NAK, say) counts first.
+    // The end is orderly only if the peer said so: a frame may still wait
+    // behind a send that has no receive buffer, so look past it.
+    if ((peer_closed || broken) && qp.state() == QpState::ready) {
+        const bool orderly = peer_closed && !broken && qp.direct_.remaining == 0 && has_disconnect_frame(qp.in_);
+        if (orderly)
+            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
+        else
+            fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
+        worked = true;
+    }
+    return worked;
+}
+
+bool Device::parse_frames(Qp& qp)
+{
     // Handle every complete frame.
     std::size_t pos = 0;
-    while (qp.state() == QpState::ready && qp.in_.size() - pos >= kHeader) {
+    while (qp.state() == QpState::ready && qp.direct_.remaining == 0 && qp.in_.size() - pos >= kHeader) {
         const WireHeader h = decode(qp.in_.data() + pos);
         if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kAtomicReq) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
-            break;
+            return false;
         }
         const std::size_t payload = (h.type == kReadReq) ? 0 : h.length;
         if (qp.in_.size() - pos < kHeader + payload) {
+            // A large WRITE is read from the socket into its target
+            // (checked first), not through this buffer.
+            if (h.type == kWrite && !(h.flags & kImm) && payload >= kDirectPlacementMin) {
+                start_direct(qp, h.addr, h.rkey, h.length, qp.in_.data() + pos + kHeader, qp.in_.size() - pos - kHeader);
+                pos = qp.in_.size();
+                break;
+            }
             // A message for an SRQ buffer takes it as it starts to arrive,
             // as a device does: it counts against the queue pair from then on.
             const bool needs_buffer = h.type == kSend || (h.type == kWrite && (h.flags & kImm));
@@ -888,28 +1039,79 @@ bool Device::receive(Qp& qp)
         }
         bool wait_for_recv = false;
         if (!handle_frame(qp, qp.in_.data() + pos, payload, wait_for_recv))
-            break;
+            return false;
         if (wait_for_recv) {
             qp.waiting_for_recv_ = qp.state() == QpState::ready;
             break; // RC receiver-not-ready: keep the frame until a receive is posted
         }
         pos += kHeader + payload;
-        worked = true;
     }
     if (pos && qp.state() == QpState::ready) // fail() already discarded the input
         qp.in_.erase(qp.in_.begin(), qp.in_.begin() + static_cast<std::ptrdiff_t>(pos));
-    // What arrived before the end of the stream (a NAK, say) counts first.
-    // The end is orderly only if the peer said so: a frame may still wait
-    // behind a send that has no receive buffer, so look past it.
-    if ((peer_closed || broken) && qp.state() == QpState::ready) {
-        const bool orderly = peer_closed && !broken && has_disconnect_frame(qp.in_);
-        if (orderly)
-            fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
-        else
-            fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
-        worked = true;
+    return qp.state() == QpState::ready;
+}
+
+void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::uint32_t length,
+                          const std::uint8_t* arrived, std::size_t n)
+{
+    // What came with the header is placed now; the rest, but for the last
+    // byte, is read straight into the target; the last byte lands last.
+    auto* const to = reinterpret_cast<std::uint8_t*>(addr);
+    const bool refused = !memory_.check(rkey, addr, length, kRemoteWrite, qp.pd_, qp.qpn_) ||
+                         (n && !guarded_copy(to, arrived, n)); // unmapped since registration
+    qp.direct_ = {to + n, length - n, refused};
+}
+
+Device::Take Device::receive_direct(Qp& qp)
+{
+    Qp::DirectWrite& d = qp.direct_;
+    std::uint8_t last = 0;
+    const bool tail = d.remaining == 1 && !d.refused;
+    std::uint8_t* const into = d.refused ? receive_buffer_.data() : tail ? &last : d.to;
+    const std::size_t want = d.refused ? std::min(d.remaining, receive_buffer_.size()) : tail ? 1 : d.remaining - 1;
+    // The kernel reports memory unmapped since registration as EFAULT.
+    const ssize_t n = ::recv(qp.fd_, into, want, 0);
+    if (n < 0 && errno == EINTR)
+        return Take::taken;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return Take::none;
+    if (n < 0 && errno == EFAULT) {
+        d.refused = true; // the rest is dropped, then refused
+        return Take::taken;
     }
-    return worked;
+    if (n <= 0) { // the stream ended inside a message: broken
+        fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
+        return Take::failed;
+    }
+    if (d.refused) {
+        d.remaining -= static_cast<std::size_t>(n);
+        if (d.remaining == 0) {
+            d = {};
+            remote_access_error(qp);
+            return Take::failed;
+        }
+        return Take::taken;
+    }
+    if (!tail) {
+        d.to += n;
+        d.remaining -= static_cast<std::size_t>(n);
+        return Take::taken;
+    }
+    const Piece piece{d.to, &last, 1};
+    if (!guarded_place(&piece, 1)) {
+        remote_access_error(qp);
+        return Take::failed;
+    }
+    d = {};
+    send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
+    return Take::taken;
+}
+
+void Device::remote_access_error(Qp& qp)
+{
+    send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
+    flush_output(qp);
+    fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // broken on this side too
 }
 
 bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv)
@@ -1159,7 +1361,9 @@ void Device::fail(Qp& qp, std::uint8_t syndrome, bool requester_error)
     }
     qp.out_.clear();
     qp.out_sent_ = 0;
+    qp.direct_send_.count = qp.direct_send_.first = 0;
     qp.in_.clear();
+    qp.direct_ = {};
     flush_all(qp);
 }
 

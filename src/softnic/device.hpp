@@ -8,6 +8,7 @@
 #include "queues.hpp" // SoftwareDoorbell
 
 #include <infiniband/mlx5dv.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -228,9 +229,31 @@ private:
     bool local_error_pending_ = false;
     InFlight local_error_wqe_{};
     std::uint8_t local_error_syndrome_ = 0;
+    // A large SEND or WRITE goes out from the consumer's memory (sendmsg
+    // with its segments), ahead of what out_ holds. The memory stays the
+    // provider's until the request completes, after the peer's ACK.
+    struct DirectSend {
+        std::uint8_t header[24];
+        iovec iov[kMaxSge + 1];
+        std::uint32_t count = 0, first = 0; // iov[first..count) is unsent
+    } direct_send_;
     Bytes out_;
     std::size_t out_sent_ = 0;
+    bool output_pending() const { return direct_send_.first < direct_send_.count || out_sent_ < out_.size(); }
+    // What is unsent is acknowledgements only: a polling consumer leaves
+    // them for its next post or round (one send for the ACK and the reply).
+    bool out_acks_only_ = false;
     std::vector<std::uint8_t> in_;
+    // A large WRITE being read from the socket straight into its target:
+    // where the next byte goes and how many are still to come (its last
+    // byte included, which is placed last).
+    // A refused one is read and dropped, then NAKed: the requester has sent
+    // it all by then, and reads the NAK rather than a reset connection.
+    struct DirectWrite {
+        std::uint8_t* to = nullptr;
+        std::size_t remaining = 0;
+        bool refused = false;
+    } direct_;
     std::uint32_t epoll_mask_ = 0;
     bool waiting_for_recv_ = false; // a complete message has no receive buffer yet
     void (*on_ended_)(void*, bool) = nullptr;
@@ -310,8 +333,30 @@ public:
     fastpath::SoftwareDoorbell doorbell() { return {&sleeping_, wake_fd_}; }
 
     // One round of work on the caller's thread (the consumer polls), if the
-    // engine thread is not busy with it already.
-    void progress();
+    // engine thread is not busy with it already. While consumers poll, the
+    // engine thread leaves the sockets to them: it no longer wakes for
+    // arriving data (a wake-up and a lock hand-off per message), only for
+    // doorbells, and takes the sockets back when polling stops for
+    // kConsumerQuietMs or a consumer says it sleeps.
+    void progress()
+    {
+        consumer_polls_.store(consumer_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        progress_as_consumer();
+    }
+    // A consumer that polled goes to sleep (dat_evd_wait): the engine thread
+    // watches the sockets again at once, so nothing waits for its look.
+    void consumer_sleeps()
+    {
+        // Counted first, then the engine's flag read (it sets the flag, then
+        // reads the count): one of the two sees the other.
+        consumer_left_.store(consumer_left_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+        if (engine_yields_.load(std::memory_order_seq_cst)) {
+            const std::uint64_t one = 1;
+            [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+        }
+    }
+    // How long the engine thread leaves the sockets alone after the last poll.
+    static constexpr int kConsumerQuietMs = 1;
     // Puts what `qp`'s send queue holds on the wire from the caller's thread
     // (a post), saving the engine thread's wake-up, when nothing of this QP
     // is in flight. False when it did not (busy QP, or another thread holds
@@ -320,13 +365,28 @@ public:
 
 private:
     void run();
-    bool progress_locked();
+    void progress_as_consumer();
+    // `consumer`: on a polling consumer's thread (it may hold back ACKs).
+    bool progress_locked(bool consumer = false);
     bool execute_send_queue(Qp& qp);
     bool receive(Qp& qp);
+    // Handles the complete frames of qp.in_; false when the queue pair
+    // failed (or the frames stop for good).
+    bool parse_frames(Qp& qp);
+    // A large WRITE to (addr, rkey, length) whose first `n` payload bytes
+    // arrived with its header: checked, then read into its target (or
+    // dropped and refused).
+    void start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::uint32_t length,
+                      const std::uint8_t* arrived, std::size_t n);
+    void remote_access_error(Qp& qp);
     bool handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv);
     bool flush_output(Qp& qp);
+    // Sends qp.direct_send_'s unsent part; false when the queue pair failed.
+    bool flush_direct(Qp& qp, bool& moved);
     enum class Take { taken, none, failed };
     Take take_receive(Qp& qp, std::uint32_t& index);
+    // Reads more of the WRITE start_direct began (taken: bytes moved).
+    Take receive_direct(Qp& qp);
     void fail(Qp& qp, std::uint8_t syndrome, bool requester_error);
     void finish_local_error(Qp& qp);
     // NOPs at the head of the in-flight list complete (their requests before them have).
@@ -358,6 +418,10 @@ private:
     std::atomic<std::uint32_t> sleeping_{0};
     std::atomic<bool> receiver_waiting_{false}; // a message waits for a receive buffer
     std::atomic<bool> stop_{false};
+    // Consumer polls (a count: the engine only asks whether it moved), and
+    // times a consumer went to sleep while the engine thread yielded.
+    std::atomic<std::uint32_t> consumer_polls_{0}, consumer_left_{0};
+    std::atomic<bool> engine_yields_{false};
     std::thread thread_;
 };
 

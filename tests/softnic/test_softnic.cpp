@@ -746,3 +746,121 @@ TEST(Softnic, SharedReceiveQueueServesSeveralQueuePairsInAnyCompletionOrder)
     dev.destroy_cq(rcq);
     dev.destroy_cq(scq);
 }
+
+// Large SENDs and WRITEs go from the requester's memory to the socket and
+// from the socket into the target (no intermediate buffers): several of
+// them, gathered from pieces, interleaved with small messages, arrive whole
+// and in order.
+TEST(Softnic, LargeWritesAndSendsFromPiecesArriveWholeAndInOrder)
+{
+    Pair p;
+    constexpr std::size_t kBig = 3 * 256 * 1024 + 5; // not a multiple of any buffer size
+    std::vector<char> src(kBig), target(4 * kBig, 0), inbox(kBig, 0), note(8, 'n'), notes(8 * 4, 0);
+    for (std::size_t i = 0; i < src.size(); ++i)
+        src[i] = static_cast<char>((i * 131) >> 3);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kt = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
+    const auto ki = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(inbox.data()), inbox.size(), kAll, p.pd);
+    const auto kn = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(note.data()), note.size(), kAll, p.pd);
+    const auto kns = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(notes.data()), notes.size(), kAll, p.pd);
+    // Three pieces of the source, out of order.
+    Sge pieces[3] = {sge_of(src, ks, 200000, kBig - 200000), sge_of(src, ks, 0, 100000), sge_of(src, ks, 100000, 100000)};
+    std::vector<char> expected(src.begin() + 200000, src.end());
+    expected.insert(expected.end(), src.begin(), src.begin() + 200000);
+    for (int i = 0; i < 4; ++i) {
+        Sge r = sge_of(notes, kns, static_cast<std::size_t>(i) * 8, 8);
+        ASSERT_TRUE(p.b.rq.post(&r, 1, static_cast<std::uint64_t>(i)));
+    }
+    Sge rbig = sge_of(inbox, ki);
+    ASSERT_TRUE(p.b.rq.post(&rbig, 1, 9));
+    Sge n = sge_of(note, kn);
+    std::uint64_t cookie = 0;
+    for (int i = 0; i < 4; ++i) {
+        fastpath::RemoteAddress ra{reinterpret_cast<std::uintptr_t>(target.data()) + static_cast<std::uint64_t>(i) * kBig, kt};
+        ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_RDMA_WRITE, pieces, 3, kBig, &ra, 0, MLX5_WQE_CTRL_CQ_UPDATE, cookie++));
+        ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &n, 1, 8, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, cookie++));
+    }
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, pieces, 3, kBig, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, cookie++));
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    for (int i = 0; i < 4; ++i) {
+        ASSERT_TRUE(p.b.next(p.b.recv_cq, c)) << i;
+        EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+        // The write before this send has landed whole.
+        EXPECT_EQ(std::memcmp(target.data() + static_cast<std::size_t>(i) * kBig, expected.data(), kBig), 0) << i;
+    }
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(be32toh(c.byte_cnt), kBig);
+    EXPECT_EQ(std::memcmp(inbox.data(), expected.data(), kBig), 0);
+    for (std::uint16_t i = 0; i < 9; ++i) {
+        ASSERT_TRUE(p.a.next(p.a.send_cq, c)) << i;
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ) << i;
+        EXPECT_EQ(p.a.sq.slot(be16toh(c.wqe_counter)).cookie, i);
+    }
+}
+
+// A large WRITE outside the target's region is refused before any of it is
+// placed; one into a region unmapped since registration (the kernel's
+// EFAULT on the direct read) is a remote access error, never a signal.
+class LargeWriteViolation : public ::testing::TestWithParam<int> {};
+
+TEST_P(LargeWriteViolation, RemoteAccessErrorBothSidesBrokenProcessAlive)
+{
+    Pair p;
+    constexpr std::size_t kPages = 64;
+    Pages target(kPages);
+    std::vector<char> local(kPages * page_size(), 'W');
+    std::memset(reinterpret_cast<void*>(target.at(0)), 'T', kPages * page_size());
+    const auto kl = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(local.data()), local.size(), kAll, p.pd);
+    const auto kt = p.dev.memory().add(target.at(0), kPages * page_size(), kAll, p.pd);
+    std::uint64_t where = target.at(0);
+    if (GetParam() == 0)
+        where += page_size(); // runs one page past the region
+    else
+        target.unmap(kPages / 2); // the middle of the target is gone
+    Sge w = sge_of(local, kl);
+    fastpath::RemoteAddress ra{where, kt};
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_RDMA_WRITE, &w, 1, static_cast<std::uint32_t>(local.size()), &ra, 0,
+                            MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+    if (GetParam() == 0) { // refused before any byte was placed
+        EXPECT_EQ(*reinterpret_cast<const char*>(target.at(kPages - 1) + page_size() - 1), 'T');
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (p.b.qp->state() != softnic::QpState::error && std::chrono::steady_clock::now() < deadline)
+        p.dev.progress();
+    EXPECT_EQ(p.a.qp->state(), softnic::QpState::error);
+    EXPECT_EQ(p.b.qp->state(), softnic::QpState::error);
+}
+
+INSTANTIATE_TEST_SUITE_P(OutOfRangeOrUnmapped, LargeWriteViolation, ::testing::Values(0, 1));
+
+// A large SEND whose source was unmapped after registration: the kernel
+// refuses the direct send (EFAULT); the request fails with a local
+// protection error and the connection breaks; no signal.
+TEST(Softnic, LargeSendFromUnmappedSourceIsALocalProtectionError)
+{
+    Pair p;
+    constexpr std::size_t kPages = 64;
+    Pages source(kPages);
+    std::vector<char> inbox(kPages * page_size());
+    const auto ks = p.dev.memory().add(source.at(0), kPages * page_size(), kAll, p.pd);
+    const auto ki = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(inbox.data()), inbox.size(), kAll, p.pd);
+    Sge r = sge_of(inbox, ki);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+    source.unmap(0); // nothing of it can be read
+    Sge s{source.at(0), static_cast<std::uint32_t>(kPages * page_size()), ks};
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, s.length, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c)); // the peer's receive is flushed: the stream ended
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+}

@@ -197,6 +197,11 @@ inline void progress(Evd* evd)
     static_cast<SoftnicCompletions*>(evd->completions)->device->progress();
 }
 
+inline void consumer_sleeps(Evd* evd)
+{
+    static_cast<SoftnicCompletions*>(evd->completions)->device->consumer_sleeps();
+}
+
 inline bool requests_done(const Ep* ep)
 {
     return static_cast<const SoftnicEpQueues*>(ep->queues)->sq.outstanding_bbs() == 0;
