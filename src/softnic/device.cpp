@@ -613,9 +613,10 @@ void Device::run()
             engine_yields_.store(false, std::memory_order_seq_cst);
             std::uint64_t drained;
             [[maybe_unused]] ssize_t n = ::read(wake_fd_, &drained, sizeof drained);
-            if (woken) {
-                std::lock_guard lock(mutex_);
-                progress_locked();
+            if (woken) { // unless a consumer's round has the device: it sees the post
+                std::unique_lock lock(mutex_, std::try_to_lock);
+                if (lock.owns_lock())
+                    progress_locked();
             }
             continue;
         }
