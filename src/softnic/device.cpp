@@ -674,8 +674,13 @@ bool Device::progress_locked(bool consumer)
         busy |= receive(*qp);
         receiver_waiting |= qp->waiting_for_recv_;
         // ACKs of what just arrived wait for the consumer's reply or its
-        // next round (those before them went out in this round's first flush).
-        if (!consumer || !qp->out_acks_only_ || qp->direct_send_.first < qp->direct_send_.count)
+        // next round (those before them went out in this round's first
+        // flush); only while the engine thread yields, so that it looks
+        // again within its quiet time if the consumer goes away.
+        if (consumer && qp->out_acks_only_ && qp->direct_send_.first == qp->direct_send_.count &&
+            qp->output_pending() && engine_yields_.load(std::memory_order_relaxed))
+            qp->acks_held_ = true;
+        else
             busy |= flush_output(*qp);
         if (qp->drain_ != Qp::Drain::none && qp->state() == QpState::ready)
             busy |= advance_drain(*qp);
@@ -702,7 +707,7 @@ void Device::update_epoll(Qp& qp)
 {
     if (qp.fd_ < 0)
         return;
-    const std::uint32_t want = qp.output_pending() ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
+    const std::uint32_t want = qp.output_pending() && !qp.acks_held_ ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
     if (want == qp.epoll_mask_)
         return;
     epoll_event ev{};
@@ -774,6 +779,7 @@ bool Device::flush_direct(Qp& qp, bool& moved)
 bool Device::flush_output(Qp& qp)
 {
     bool moved = false;
+    qp.acks_held_ = false;
     if (!flush_direct(qp, moved) || qp.direct_send_.first < qp.direct_send_.count)
         return moved;
     while (qp.fd_ >= 0 && qp.out_sent_ < qp.out_.size()) {

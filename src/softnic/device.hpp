@@ -243,6 +243,7 @@ private:
     // What is unsent is acknowledgements only: a polling consumer leaves
     // them for its next post or round (one send for the ACK and the reply).
     bool out_acks_only_ = false;
+    bool acks_held_ = false; // a consumer's round held them back (no EPOLLOUT for them)
     std::vector<std::uint8_t> in_;
     // A large WRITE being read from the socket straight into its target:
     // where the next byte goes and how many are still to come (its last
