@@ -47,21 +47,26 @@ namespace fastdapl::core::dp {
 
 // --- extended requests (the IB extensions; extensions.cpp) ---------------------------------
 
-// Whether the EP's device runs write with immediate data and atomics.
-inline bool runs_extended_requests(const Ep* ep)
-{
-    return ep->path == PathKind::softnic;
-}
-
-// An RDMA write followed by immediate data for the peer's receive.
+// An RDMA write followed by immediate data for the peer's receive. The
+// immediate travels in the request as the reference dapl puts it there:
+// the value as is, not converted to network byte order (its bytes in host
+// order on the wire), so that the receiving provider, ours or the
+// reference's, reads back the same number.
 inline DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
                                        DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET* remote, std::uint32_t imm,
                                        DAT_COMPLETION_FLAGS flags)
 {
-    if (ep->path != PathKind::softnic)
-        return error(DAT_MODEL_NOT_SUPPORTED);
-    return softnic_path::post_with_immediate(ep, MLX5_OPCODE_RDMA_WRITE_IMM, n, iov, total, cookie.as_64, remote, imm,
-                                             fastpath::control_flags(flags));
+    switch (ep->path) {
+    case PathKind::softnic:
+        return softnic_path::post_with_immediate(ep, MLX5_OPCODE_RDMA_WRITE_IMM, n, iov, total, cookie.as_64, remote,
+                                                 imm, fastpath::control_flags(flags));
+    case PathKind::mlx5:
+        return mlx5_path::post_with_immediate(ep, MLX5_OPCODE_RDMA_WRITE_IMM, n, iov, total, cookie.as_64, remote, imm,
+                                              fastpath::control_flags(flags));
+    case PathKind::verbs:
+        break;
+    }
+    return verbs_path::post_write_immediate(ep, n, iov, total, cookie.as_64, remote, imm, flags);
 }
 
 // A send that invalidates the peer's remote key `rkey` (an RMR's context
@@ -71,8 +76,8 @@ inline DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLE
 {
     if (ep->path != PathKind::softnic)
         return error(DAT_MODEL_NOT_SUPPORTED);
-    return softnic_path::post_with_immediate(ep, MLX5_OPCODE_SEND_INVAL, n, iov, total, cookie.as_64, nullptr, rkey,
-                                             fastpath::control_flags(flags));
+    return softnic_path::post_with_immediate(ep, MLX5_OPCODE_SEND_INVAL, n, iov, total, cookie.as_64, nullptr,
+                                             htobe32(rkey), fastpath::control_flags(flags));
 }
 
 // An 8-byte compare and swap (`compare_swap`) or fetch and add.
@@ -80,10 +85,18 @@ inline DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& 
                               std::uint64_t swap_add, std::uint64_t compare, DAT_DTO_COOKIE cookie,
                               DAT_COMPLETION_FLAGS flags)
 {
-    if (ep->path != PathKind::softnic)
-        return error(DAT_MODEL_NOT_SUPPORTED);
-    return softnic_path::post_atomic(ep, compare_swap ? MLX5_OPCODE_ATOMIC_CS : MLX5_OPCODE_ATOMIC_FA, local, remote,
-                                     swap_add, compare, cookie.as_64, fastpath::control_flags(flags));
+    const std::uint8_t opcode = compare_swap ? MLX5_OPCODE_ATOMIC_CS : MLX5_OPCODE_ATOMIC_FA;
+    switch (ep->path) {
+    case PathKind::softnic:
+        return softnic_path::post_atomic(ep, opcode, local, remote, swap_add, compare, cookie.as_64,
+                                         fastpath::control_flags(flags));
+    case PathKind::mlx5:
+        return mlx5_path::post_atomic(ep, opcode, local, remote, swap_add, compare, cookie.as_64,
+                                      fastpath::control_flags(flags));
+    case PathKind::verbs:
+        break;
+    }
+    return verbs_path::post_atomic(ep, compare_swap, local, remote, swap_add, compare, cookie.as_64, flags);
 }
 
 inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie)

@@ -58,9 +58,12 @@ public:
 
     // Limits: the device's own over the provider's defaults.
     virtual void limit_ia_attr(DAT_IA_ATTR& attr) const = 0;
-    // Whether the IB extensions' requests run here (write with immediate
-    // data, atomics: extensions.cpp, data_path.hpp).
+    // Whether the IB extensions run here (write with immediate data and its
+    // receive, counters: extensions.cpp, data_path.hpp), and of them the
+    // 8-byte atomics (compare and swap, fetch and add), which a device may
+    // lack (verbs: atomic_cap).
     virtual bool ib_extensions() const { return false; }
+    virtual bool atomics() const { return false; }
     // Whether endpoints' high watermarks can be kept (the device shows when
     // an endpoint takes an SRQ buffer), and whether an SRQ endpoint may be
     // in another PZ than its SRQ.

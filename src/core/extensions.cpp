@@ -1,6 +1,6 @@
 // The IB extensions (dat_ib_extensions.h) on IAs whose device offers them
-// (the softnic): RDMA write with immediate data, 8-byte compare and swap
-// and fetch and add, and counters. Reached through dat_extension_op and the
+// (every kind; atomics where the device has them): RDMA write with
+// immediate data, 8-byte compare and swap and fetch and add, and counters. Reached through dat_extension_op and the
 // provider table's handle_extendedop_func; never on the DTO fast path.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
@@ -40,12 +40,14 @@ constexpr DAT_COMPLETION_FLAGS kPostFlags =
                                       DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG);
 
 // What every extended request checks before it is posted: the EP, that its
-// device runs extended requests, its state and the completion flags.
-DAT_RETURN check_request(Ep* ep, DAT_COMPLETION_FLAGS flags, DAT_RETURN_SUBTYPE flags_arg)
+// device runs the request (`atomic`: an 8-byte atomic, which a device may
+// lack), its state and the completion flags.
+DAT_RETURN check_request(Ep* ep, bool atomic, DAT_COMPLETION_FLAGS flags, DAT_RETURN_SUBTYPE flags_arg)
 {
     if (!ep)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-    if (!dp::runs_extended_requests(ep))
+    const DevicePath& device = *ep->ia->device;
+    if (!device.ib_extensions() || (atomic && !device.atomics()))
         return error(DAT_MODEL_NOT_SUPPORTED);
     const DAT_EP_STATE s = ep->state.load(std::memory_order_relaxed);
     if (s != DAT_EP_STATE_CONNECTED || !ep->queues)
@@ -66,7 +68,7 @@ DAT_RETURN post_write_immediate(DAT_HANDLE handle, va_list args)
     const DAT_UINT32 imm = va_arg(args, DAT_UINT32);
     const auto flags = static_cast<DAT_COMPLETION_FLAGS>(va_arg(args, int));
     Ep* ep = from_handle<Ep>(handle);
-    if (DAT_RETURN rc = check_request(ep, flags, DAT_INVALID_ARG7); rc != DAT_SUCCESS)
+    if (DAT_RETURN rc = check_request(ep, false, flags, DAT_INVALID_ARG7); rc != DAT_SUCCESS)
         return rc;
     if (n < 0 || n > ep->attr.max_rdma_write_iov || (n > 0 && !iov))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
@@ -99,7 +101,7 @@ DAT_RETURN post_atomic(DAT_HANDLE handle, bool compare_swap, va_list args)
     // Arguments counted as the macros pass them (the EP is the first).
     const int shift = compare_swap ? 1 : 0;
     Ep* ep = from_handle<Ep>(handle);
-    if (DAT_RETURN rc = check_request(ep, flags, static_cast<DAT_RETURN_SUBTYPE>(DAT_INVALID_ARG6 + shift));
+    if (DAT_RETURN rc = check_request(ep, true, flags, static_cast<DAT_RETURN_SUBTYPE>(DAT_INVALID_ARG6 + shift));
         rc != DAT_SUCCESS)
         return rc;
     if (!local)
@@ -289,12 +291,12 @@ void mark_extended_request(DAT_EVENT& e, DAT_DTOS op)
     }
 }
 
-void mark_immediate_receive(DAT_EVENT& e, Ep* ep, std::uint8_t cqe_opcode, std::uint32_t imm_be)
+void mark_immediate_receive(DAT_EVENT& e, Ep* ep, std::uint8_t cqe_opcode, std::uint32_t imm)
 {
     auto& d = e.event_data.dto_completion_event_data;
     const bool write = cqe_opcode == MLX5_CQE_RESP_WR_IMM;
     begin_extended(e, write ? DAT_IB_RDMA_WRITE_IMMED_DATA : DAT_IB_RECV_IMMED_DATA);
-    extension_data(e).val.immed.data = be32toh(imm_be);
+    extension_data(e).val.immed.data = imm;
     d.operation = static_cast<DAT_DTOS>(write ? DAT_IB_DTO_RECV_IMMED : DAT_IB_DTO_RECV_MSG_IMMED);
     if (d.status == DAT_DTO_SUCCESS) {
         ep->ib_counters.add(write ? DCNT_EP_RECV_RDMA_IMM : DCNT_EP_RECV_IMM);

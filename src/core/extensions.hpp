@@ -42,9 +42,11 @@ using EvdCounters = Counters<DCNT_EVD_ALL_COUNTERS>;
 // of operation `op`: it becomes a DAT_IB_DTO_EVENT.
 void mark_extended_request(DAT_EVENT& e, DAT_DTOS op);
 
-// A receive that carried immediate data (mlx5 CQE opcode RESP_WR_IMM or
-// RESP_SEND_IMM), already filled in as a receive completion.
-void mark_immediate_receive(DAT_EVENT& e, Ep* ep, std::uint8_t cqe_opcode, std::uint32_t imm_be);
+// A receive that carried immediate data `imm` (mlx5 CQE opcode RESP_WR_IMM
+// or RESP_SEND_IMM; the CQE's or work completion's field as it is: the
+// sender stored the value unconverted, as the reference dapl does), already
+// filled in as a receive completion.
+void mark_immediate_receive(DAT_EVENT& e, Ep* ep, std::uint8_t cqe_opcode, std::uint32_t imm);
 
 // The extension entry point of the DAT_PROVIDER table (every op but the
 // open/close query pair, which the provider handles: it knows the IA names).

@@ -174,7 +174,7 @@ ibv_comp_channel* create_channel(ibv_context* context)
     return channel;
 }
 
-int access_flags(std::uint32_t p)
+int access_flags(std::uint32_t p, bool atomics)
 {
     int a = 0;
     if (p & DAT_MEM_PRIV_LOCAL_WRITE_FLAG)
@@ -183,6 +183,10 @@ int access_flags(std::uint32_t p)
         a |= IBV_ACCESS_REMOTE_READ;
     if (p & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
         a |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE; // verbs requires local write with it
+    // DAT_MEM_PRIV_EXTENSION_BASE is the IB extension's DAT_IB_MEM_PRIV_REMOTE_ATOMIC.
+    constexpr std::uint32_t read_write = DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG;
+    if (atomics && ((p & DAT_MEM_PRIV_EXTENSION_BASE) || (p & read_write) == read_write))
+        a |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE; // local write again, as verbs requires
     return a;
 }
 

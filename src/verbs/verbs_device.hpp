@@ -76,7 +76,11 @@ private:
 // answers EAGAIN when there is nothing), or nullptr.
 ibv_comp_channel* create_channel(ibv_context* context);
 
-// DAT memory privileges (DAT_MEM_PRIV_*) as verbs access flags.
-int access_flags(std::uint32_t dat_privileges);
+// DAT memory privileges (DAT_MEM_PRIV_*) as verbs access flags. Where the
+// device runs atomics (`atomics`), remote atomic access is granted by the IB
+// extension's privilege (DAT_IB_MEM_PRIV_REMOTE_ATOMIC, as the reference
+// dapl maps it) and by remote read and write together, which already allow
+// what an atomic does (the softnic's rule); without atomics it grants nothing.
+int access_flags(std::uint32_t dat_privileges, bool atomics);
 
 } // namespace fastdapl::verbs

@@ -109,6 +109,17 @@ std::uint8_t* uar_page()
     return static_cast<std::uint8_t*>(p);
 }
 
+// FAKE_MLX5_NO_ATOMICS=1: a device without atomics (atomic_cap NONE), to
+// check that the IA says so and refuses them (run.sh runs one test so).
+bool device_has_atomics()
+{
+    static const bool none = [] {
+        const char* v = std::getenv("FAKE_MLX5_NO_ATOMICS");
+        return v && v[0] == '1';
+    }();
+    return !none;
+}
+
 std::uint32_t load_be32(const void* p) { return be32toh(__atomic_load_n(static_cast<const std::uint32_t*>(p), __ATOMIC_ACQUIRE)); }
 std::uint64_t load_be64(const void* p) { return be64toh(__atomic_load_n(static_cast<const std::uint64_t*>(p), __ATOMIC_ACQUIRE)); }
 
@@ -494,7 +505,7 @@ FAKE_API int ibv_query_device(ibv_context*, ibv_device_attr* a)
     a->max_qp_rd_atom = 16;
     a->max_res_rd_atom = 16 << 16;
     a->max_qp_init_rd_atom = 16;
-    a->atomic_cap = IBV_ATOMIC_HCA;
+    a->atomic_cap = device_has_atomics() ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
     a->max_srq = 1 << 23;
     a->max_srq_wr = 16384;
     a->max_srq_sge = 16;
@@ -555,8 +566,10 @@ FAKE_API int ibv_dealloc_pd(ibv_pd* pd)
 
 FAKE_API ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access)
 {
-    // Remote write or atomics need local write (verbs); iova must be the address (no offset modelled).
+    // Remote write or atomics need local write (verbs); remote atomics need
+    // a device that has them; iova must be the address (no offset modelled).
     if (((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+        ((access & IBV_ACCESS_REMOTE_ATOMIC) && !device_has_atomics()) ||
         iova != reinterpret_cast<std::uintptr_t>(addr)) {
         errno = EINVAL;
         return nullptr;

@@ -2,8 +2,9 @@
 // dat_extension_op: attributes, dat_ib_open_query/close_query, RDMA write
 // with immediate data and its receive, compare and swap, fetch and add
 // (concurrent, from two endpoints), counters, and the errors each call
-// documents. UD and collectives answer MODEL_NOT_SUPPORTED. On an IA that
-// does not offer the extensions (verbs IAs) the operation tests skip.
+// documents. UD and collectives answer MODEL_NOT_SUPPORTED. Every IA kind
+// offers the extensions (softnic, generic verbs, mlx5 direct); where the
+// device has no atomics the IA says so and they answer MODEL_NOT_SUPPORTED.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #define DAT_EXTENSIONS 1
@@ -75,6 +76,7 @@ protected:
         }
     }
     bool supported() const { return attr.extension_supported == DAT_EXTENSION_IB; }
+    bool atomics() const { return supported() && provider_specific(ia, DAT_IB_ATTR_CMP_AND_SWAP) == "TRUE"; }
     DAT_EVENT next(DAT_EVD_HANDLE evd)
     {
         DAT_EVENT e{};
@@ -117,8 +119,11 @@ protected:
 
 #define SKIP_UNLESS_SUPPORTED()                                                                                        \
     if (!supported())                                                                                                  \
-    GTEST_SKIP() << "this IA (" << test_ia_name()                                                                      \
-                 << ") does not offer the IB extensions: they run on softnic IAs only (README, IB extensions)"
+    GTEST_SKIP() << "this IA (" << test_ia_name() << ") does not offer the IB extensions"
+
+#define SKIP_UNLESS_ATOMICS()                                                                                          \
+    if (!atomics())                                                                                                    \
+    GTEST_SKIP() << "this IA (" << test_ia_name() << ") has no atomics (its device's atomic_cap is NONE)"
 
 TEST_F(IbExtensions, AttributesNameTheExtension)
 {
@@ -132,10 +137,29 @@ TEST_F(IbExtensions, AttributesNameTheExtension)
         SKIP_UNLESS_SUPPORTED();
     }
     EXPECT_EQ(attr.extension_version, DAT_IB_EXTENSION_VERSION);
-    for (const char* name :
-         {DAT_IB_ATTR_IMMED_DATA, DAT_IB_ATTR_CMP_AND_SWAP, DAT_IB_ATTR_FETCH_AND_ADD, DAT_IB_ATTR_COUNTERS})
+    for (const char* name : {DAT_IB_ATTR_IMMED_DATA, DAT_IB_ATTR_COUNTERS})
         EXPECT_EQ(provider_specific(ia, name).value_or(""), "TRUE") << name;
+    // Atomics: both or neither, as the device has them.
+    const std::string cas = provider_specific(ia, DAT_IB_ATTR_CMP_AND_SWAP).value_or("");
+    EXPECT_TRUE(cas == "TRUE" || cas == "FALSE") << cas;
+    EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_FETCH_AND_ADD).value_or(""), cas);
     EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_UD).value_or(""), "FALSE");
+    if (!atomics()) { // a device without atomics (the fake mlx5 device's FAKE_MLX5_NO_ATOMICS)
+        DAT_EP_HANDLE a, b;
+        connect_pair(a, dto_a, b);
+        DAT_LMR_TRIPLET l = local(0, 8);
+        DAT_RMR_TRIPLET r = remote(64, 8);
+        EXPECT_EQ(type_of(dat_ib_post_fetch_and_add(a, 1, &l, cookie(1), &r, DAT_COMPLETION_DEFAULT_FLAG)),
+                  t(DAT_MODEL_NOT_SUPPORTED));
+        EXPECT_EQ(type_of(dat_ib_post_cmp_and_swap(a, 1, 2, &l, cookie(1), &r, DAT_COMPLETION_DEFAULT_FLAG)),
+                  t(DAT_MODEL_NOT_SUPPORTED));
+        // Write with immediate data still runs.
+        DAT_LMR_TRIPLET recv = local(8192, 64);
+        ASSERT_EQ(dat_ep_post_recv(b, 1, &recv, cookie(2), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+        ASSERT_EQ(dat_ib_post_rdma_write_immed(a, 1, &l, cookie(3), &r, 7, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+        EXPECT_EQ(ext_of(next(dto_b)).val.immed.data, 7u);
+        EXPECT_EQ(next(dto_a).event_number, kIbDtoEvent);
+    }
 }
 
 TEST_F(IbExtensions, OpenQueryAndCloseQuery)
@@ -246,7 +270,7 @@ TEST_F(IbExtensions, WriteWithImmediateDataErrors)
 
 TEST_F(IbExtensions, CompareAndSwap)
 {
-    SKIP_UNLESS_SUPPORTED();
+    SKIP_UNLESS_ATOMICS();
     DAT_EP_HANDLE a, b;
     connect_pair(a, dto_a, b);
     word(256) = 5;
@@ -278,7 +302,7 @@ TEST_F(IbExtensions, CompareAndSwap)
 
 TEST_F(IbExtensions, ConcurrentFetchAndAddFromTwoEndpointsSum)
 {
-    SKIP_UNLESS_SUPPORTED();
+    SKIP_UNLESS_ATOMICS();
     DAT_EP_HANDLE a1, b1, a2, b2;
     connect_pair(a1, dto_a, b1);
     connect_pair(a2, dto_c, b2);
@@ -315,7 +339,7 @@ TEST_F(IbExtensions, ConcurrentFetchAndAddFromTwoEndpointsSum)
 
 TEST_F(IbExtensions, AtomicErrors)
 {
-    SKIP_UNLESS_SUPPORTED();
+    SKIP_UNLESS_ATOMICS();
     DAT_EP_HANDLE a, b;
     connect_pair(a, dto_a, b);
     DAT_LMR_TRIPLET result = local(0, 8);
@@ -344,7 +368,7 @@ TEST_F(IbExtensions, AtomicErrors)
 
 TEST_F(IbExtensions, AtomicNeedsRemoteWriteRights)
 {
-    SKIP_UNLESS_SUPPORTED();
+    SKIP_UNLESS_ATOMICS();
     DAT_EP_HANDLE a, b;
     connect_pair(a, dto_a, b);
     std::vector<char> other(4096, 0);

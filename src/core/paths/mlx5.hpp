@@ -85,6 +85,38 @@ namespace mlx5_path {
     return DAT_SUCCESS;
 }
 
+// The IB extensions' requests (not the fast path), rung as post_request's
+// are. Write with immediate data: `imm` goes into the control segment as
+// given (data_path.hpp says why).
+inline DAT_RETURN post_with_immediate(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
+                                      std::uint32_t total, std::uint64_t cookie, const DAT_RMR_TRIPLET* remote,
+                                      std::uint32_t imm, std::uint8_t ctrl_flags)
+{
+    auto* q = static_cast<Mlx5EpQueues*>(ep->queues);
+    fastpath::RemoteAddress ra{};
+    if (remote)
+        ra = {remote->virtual_address, remote->rmr_context};
+    if (!q->sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
+                    remote ? &ra : nullptr, imm, ctrl_flags, cookie))
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    q->sq.ring();
+    return DAT_SUCCESS;
+}
+
+// An 8-byte compare and swap or fetch and add (the device's atomic WQE).
+inline DAT_RETURN post_atomic(Ep* ep, std::uint8_t opcode, const DAT_LMR_TRIPLET& local, const DAT_RMR_TRIPLET& remote,
+                              std::uint64_t swap_add, std::uint64_t compare, std::uint64_t cookie,
+                              std::uint8_t ctrl_flags)
+{
+    auto* q = static_cast<Mlx5EpQueues*>(ep->queues);
+    const fastpath::RemoteAddress ra{remote.virtual_address, remote.rmr_context};
+    if (!q->sq.post_atomic(opcode, *reinterpret_cast<const fastpath::Sge*>(&local), ra, swap_add, compare, ctrl_flags,
+                           cookie))
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    q->sq.ring();
+    return DAT_SUCCESS;
+}
+
 inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie)
 {
     auto* q = static_cast<Mlx5EpQueues*>(ep->queues);

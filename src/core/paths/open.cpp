@@ -46,6 +46,19 @@ bool resolve_address(const std::string& params, sockaddr_storage& out)
     return found;
 }
 
+// The IB extensions an IA runs (extensions.cpp), named as consumers of the
+// reference look for them: every kind runs write with immediate data and
+// counters, atomics where the device has them; no kind has UD endpoints.
+void add_extension_attributes(std::vector<std::pair<std::string, std::string>>& specific, bool atomics)
+{
+    const char* const atomics_text = atomics ? "TRUE" : "FALSE";
+    specific.emplace_back(DAT_IB_ATTR_IMMED_DATA, "TRUE");
+    specific.emplace_back(DAT_IB_ATTR_CMP_AND_SWAP, atomics_text);
+    specific.emplace_back(DAT_IB_ATTR_FETCH_AND_ADD, atomics_text);
+    specific.emplace_back(DAT_IB_ATTR_COUNTERS, "TRUE");
+    specific.emplace_back(DAT_IB_ATTR_UD, "FALSE");
+}
+
 // Opens the device and port of a verbs IA and finds its address (the
 // port's network interface's). The provider-specific attributes say which
 // device, port and data path the IA uses.
@@ -87,6 +100,7 @@ DAT_RETURN open_verbs(const std::string& name, std::uint8_t port, int family, st
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
     specific.emplace_back("DAT_IB_TRANSPORT_MTU", mtu_text(device->port_attr().active_mtu));
+    add_extension_attributes(specific, device->attr().atomic_cap != IBV_ATOMIC_NONE);
     if (mlx5)
         path = std::make_unique<Mlx5Path>(std::move(device));
     else
@@ -118,13 +132,7 @@ DAT_RETURN open_device_path(const std::string& ia_params, std::unique_ptr<Device
     // MTU when not told (the reference's dtestsrq refuses to run without
     // it). The softnic has no packets; 4096 is the largest IB/RoCE MTU.
     specific.emplace_back("DAT_IB_TRANSPORT_MTU", "4096");
-    // The IB extensions it runs (extensions.cpp), named as consumers of the
-    // reference look for them; no UD endpoints.
-    specific.emplace_back(DAT_IB_ATTR_IMMED_DATA, "TRUE");
-    specific.emplace_back(DAT_IB_ATTR_CMP_AND_SWAP, "TRUE");
-    specific.emplace_back(DAT_IB_ATTR_FETCH_AND_ADD, "TRUE");
-    specific.emplace_back(DAT_IB_ATTR_COUNTERS, "TRUE");
-    specific.emplace_back(DAT_IB_ATTR_UD, "FALSE");
+    add_extension_attributes(specific, true);
     return DAT_SUCCESS;
 }
 

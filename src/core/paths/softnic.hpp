@@ -58,6 +58,7 @@ public:
     std::unique_ptr<ConnectionManager> make_connections(Ia& ia) override;
     void limit_ia_attr(DAT_IA_ATTR&) const override {}
     bool ib_extensions() const override { return true; }
+    bool atomics() const override { return true; }
     bool high_watermarks() const override { return true; }
     bool split_pz() const override { return true; }
     DAT_RETURN create_pd(Pz& pz) override;
@@ -112,8 +113,9 @@ namespace softnic_path {
 }
 
 // The IB extensions' requests (not the fast path): sent as post_request's are.
-// A request whose control segment carries 32 bits besides (`imm`): write
-// with immediate data, or a send that invalidates the peer's key `imm`.
+// A request whose control segment carries 32 bits besides (`imm`, stored as
+// given): write with immediate data, or a send that invalidates the peer's
+// key (big-endian, as the device reads it).
 inline DAT_RETURN post_with_immediate(Ep* ep, std::uint8_t opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
                                       std::uint32_t total, std::uint64_t cookie, const DAT_RMR_TRIPLET* remote,
                                       std::uint32_t imm, std::uint8_t ctrl_flags)
@@ -123,7 +125,7 @@ inline DAT_RETURN post_with_immediate(Ep* ep, std::uint8_t opcode, DAT_COUNT n, 
     if (remote)
         ra = {remote->virtual_address, remote->rmr_context};
     if (!q->sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
-                    remote ? &ra : nullptr, htobe32(imm), ctrl_flags, cookie))
+                    remote ? &ra : nullptr, imm, ctrl_flags, cookie))
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     q->sq.publish_only();
     if (!q->caller_sends || total > kSoftnicCallerSendLimit || !q->device->kick(q->qp))

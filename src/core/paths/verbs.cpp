@@ -159,6 +159,11 @@ void VerbsPath::limit_ia_attr(DAT_IA_ATTR& a) const
     a.max_recv_per_srq = std::min(d.max_srq_wr, kMaxRecvPerSrq);
 }
 
+bool VerbsPath::atomics() const
+{
+    return device_->attr().atomic_cap != IBV_ATOMIC_NONE;
+}
+
 DAT_RETURN VerbsPath::create_pd(Pz& pz)
 {
     pz.device_pd = ibv_alloc_pd(device_->context());
@@ -176,7 +181,7 @@ DAT_RETURN VerbsPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_
     // Windows may be bound on any region where the kind binds them.
     const int mw_bind = max_rmrs() > 0 ? IBV_ACCESS_MW_BIND : 0;
     ibv_mr* mr = ibv_reg_mr(pd_of(lmr.pz), reinterpret_cast<void*>(addr), length,
-                            verbs::access_flags(static_cast<std::uint32_t>(lmr.privileges)) | mw_bind);
+                            verbs::access_flags(static_cast<std::uint32_t>(lmr.privileges), atomics()) | mw_bind);
     if (!mr) {
         // The kernel could not pin the range (EFAULT), or its length is
         // absurd (EINVAL): the consumer's region, as on the softnic.
@@ -243,7 +248,8 @@ DAT_RETURN VerbsPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLE
         info.mr = static_cast<ibv_mr*>(lmr->device_mr);
         info.addr = range.virtual_address;
         info.length = range.segment_length;
-        info.mw_access_flags = verbs::access_flags(static_cast<std::uint32_t>(privileges)) & ~IBV_ACCESS_LOCAL_WRITE;
+        info.mw_access_flags =
+            verbs::access_flags(static_cast<std::uint32_t>(privileges), atomics()) & ~IBV_ACCESS_LOCAL_WRITE;
     }
     // Each request takes a slot; the last (signalled) one is the bind's.
     const auto take_slot = [&](std::uint32_t operation) {
@@ -400,7 +406,8 @@ DAT_RETURN VerbsPath::create_queues(Ep& ep)
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = device_->port();
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        (atomics() ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0 ||
         !init_queues(ep, qp, init.cap)) {
         ibv_destroy_qp(qp);
@@ -683,6 +690,71 @@ DAT_RETURN post_request(Ep* ep, std::uint8_t mlx5_opcode, DAT_COUNT n, const DAT
     return DAT_SUCCESS;
 }
 
+namespace {
+
+// One extended request: its slot records the DAT operation for the
+// completion, as post_request's do.
+DAT_RETURN post_extended(Ep* ep, ibv_send_wr& wr, std::uint32_t operation, std::uint32_t length,
+                         std::uint64_t cookie)
+{
+    auto* q = static_cast<VerbsEpQueues*>(ep->queues);
+    const auto depth = static_cast<std::uint64_t>(q->sends.size());
+    if (q->send_posted - q->send_retired >= depth)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    const std::uint64_t seq = q->send_posted;
+    wr.wr_id = seq << 1;
+    q->sends[seq & (depth - 1)] = {cookie, length, operation};
+    ibv_send_wr* bad = nullptr;
+    if (const int err = ibv_post_send(q->qp, &wr, &bad); err != 0) {
+        if (g_debug)
+            std::fprintf(stderr, "fastdapl: extended request refused: %s\n", std::strerror(err));
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    }
+    q->send_posted = seq + 1;
+    return DAT_SUCCESS;
+}
+
+} // namespace
+
+DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                std::uint64_t cookie, const DAT_RMR_TRIPLET* remote, std::uint32_t imm,
+                                DAT_COMPLETION_FLAGS flags)
+{
+    ibv_sge sge[kMaxSge];
+    to_sges(iov, n, sge);
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    wr.send_flags = send_flags(flags);
+    if (total <= static_cast<VerbsEpQueues*>(ep->queues)->max_inline && n > 0)
+        wr.send_flags |= IBV_SEND_INLINE;
+    wr.imm_data = imm; // as given: the reference dapl does not convert it either
+    wr.wr.rdma.remote_addr = remote->virtual_address;
+    wr.wr.rdma.rkey = remote->rmr_context;
+    return post_extended(ep, wr, DAT_IB_DTO_RDMA_WRITE_IMMED, total, cookie);
+}
+
+DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& local, const DAT_RMR_TRIPLET& remote,
+                       std::uint64_t swap_add, std::uint64_t compare, std::uint64_t cookie,
+                       DAT_COMPLETION_FLAGS flags)
+{
+    ibv_sge sge{local.virtual_address, static_cast<std::uint32_t>(local.segment_length), local.lmr_context};
+    ibv_send_wr wr{};
+    wr.opcode = compare_swap ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = send_flags(flags);
+    wr.wr.atomic.remote_addr = remote.virtual_address;
+    wr.wr.atomic.rkey = remote.rmr_context;
+    // verbs' compare_add is the comparand of a compare and swap, the addend
+    // of a fetch and add.
+    wr.wr.atomic.compare_add = compare_swap ? compare : swap_add;
+    wr.wr.atomic.swap = compare_swap ? swap_add : 0;
+    return post_extended(ep, wr, compare_swap ? DAT_IB_DTO_CMP_SWAP : DAT_IB_DTO_FETCH_ADD,
+                         static_cast<std::uint32_t>(local.segment_length), cookie);
+}
+
 DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie)
 {
     auto* q = static_cast<VerbsEpQueues*>(ep->queues);
@@ -774,15 +846,18 @@ bool take_completion(Evd* evd, DAT_EVENT& e)
         if (request) {
             const std::uint64_t seq = wc.wr_id >> 1;
             const VerbsEpQueues::Send& s = q->sends[seq & (q->sends.size() - 1)];
-            if (s.operation == kBindOperation) [[unlikely]] { // a memory-window bind (rmr.cpp)
-                if (seq + 1 > q->send_retired)
-                    q->send_retired = seq + 1;
-                const DAT_DTO_COMPLETION_STATUS status = d.status;
-                const bool report = rmr_bind_completed(ep, evd, status, e);
-                verbs_completion_reaped(ep, evd, status, true, requests_done(ep));
-                if (report)
-                    return true;
-                continue;
+            if (s.operation >= kExtendedOperationBase) [[unlikely]] {
+                if (s.operation == kBindOperation) { // a memory-window bind (rmr.cpp)
+                    if (seq + 1 > q->send_retired)
+                        q->send_retired = seq + 1;
+                    const DAT_DTO_COMPLETION_STATUS status = d.status;
+                    const bool report = rmr_bind_completed(ep, evd, status, e);
+                    verbs_completion_reaped(ep, evd, status, true, requests_done(ep));
+                    if (report)
+                        return true;
+                    continue;
+                }
+                mark_extended_request(e, static_cast<DAT_DTOS>(s.operation)); // an IB extension's: an extended event
             }
             d.user_cookie.as_64 = s.cookie;
             d.operation = static_cast<DAT_DTOS>(s.operation);
@@ -804,6 +879,13 @@ bool take_completion(Evd* evd, DAT_EVENT& e)
             }
             d.operation = DAT_DTO_RECEIVE;
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? wc.byte_len : 0;
+            // Immediate data (a write's or a send's): an extended event. A
+            // completion in error has no valid flags.
+            if (wc.status == IBV_WC_SUCCESS && (wc.wc_flags & IBV_WC_WITH_IMM)) [[unlikely]]
+                mark_immediate_receive(e, ep,
+                                       wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? MLX5_CQE_RESP_WR_IMM
+                                                                              : MLX5_CQE_RESP_SEND_IMM,
+                                       wc.imm_data);
         }
         verbs_completion_reaped(ep, evd, d.status, request, requests_done(ep));
         return true;

@@ -10,6 +10,7 @@
 #include "../device_path.hpp"
 #include "../ep.hpp"
 #include "../evd.hpp"
+#include "../extensions.hpp"
 #include "../ia.hpp"
 #include "../srq.hpp"
 #include "qpn_table.hpp"
@@ -89,6 +90,10 @@ public:
 
     std::unique_ptr<ConnectionManager> make_connections(Ia& ia) override;
     void limit_ia_attr(DAT_IA_ATTR& attr) const override;
+    // Write with immediate data runs on every RC queue pair; atomics where
+    // the device has them (atomic_cap: rxe and mlx5 have).
+    bool ib_extensions() const override { return true; }
+    bool atomics() const override;
     bool high_watermarks() const override { return false; } // a device does not show when a buffer is taken
     bool split_pz() const override { return false; }        // it checks SRQ buffers against the QP's PD
     DAT_RETURN create_pd(Pz& pz) override;
@@ -145,7 +150,10 @@ private:
 // completion in error does not say its opcode, so the tag tells which.
 inline constexpr std::uint64_t kVerbsRecvTag = 1;
 // A request slot's operation for a memory-window bind (rmr.cpp reports it).
+// Like the IB extensions' operations it is at kExtendedOperationBase or
+// above: one test on the completion path finds both.
 inline constexpr std::uint32_t kBindOperation = 0xffffffffu;
+static_assert(kBindOperation >= kExtendedOperationBase);
 
 DAT_DTO_COMPLETION_STATUS status_of_wc(ibv_wc_status s);
 
@@ -185,6 +193,16 @@ inline ibv_recv_wr recv_wr(std::uint32_t slot, ibv_sge* sge, DAT_COUNT n)
 
 DAT_RETURN post_request(Ep* ep, std::uint8_t mlx5_opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
                         std::uint64_t cookie, const DAT_RMR_TRIPLET* remote, DAT_COMPLETION_FLAGS flags);
+// The IB extensions' requests (extensions.cpp checked them): an RDMA write
+// with immediate data (`imm` as given, data_path.hpp says why), and an
+// 8-byte compare and swap (`compare_swap`: stores `swap_add` where the
+// target equals `compare`) or fetch and add (adds `swap_add`).
+DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                std::uint64_t cookie, const DAT_RMR_TRIPLET* remote, std::uint32_t imm,
+                                DAT_COMPLETION_FLAGS flags);
+DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& local, const DAT_RMR_TRIPLET& remote,
+                       std::uint64_t swap_add, std::uint64_t compare, std::uint64_t cookie,
+                       DAT_COMPLETION_FLAGS flags);
 DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie);
 DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie);
 bool take_completion(Evd* evd, DAT_EVENT& e);
