@@ -252,7 +252,7 @@ void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
     a->max_rdma_read_out = 16;
     a->max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a->max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
-    a->zb_supported = DAT_FALSE;
+    a->zb_supported = DAT_TRUE; // zero-based LMRs (lmr.cpp); every kind registers at an offset address
     // The IB extensions where the device runs their requests (the softnic).
     a->extension_supported = ia->device->ib_extensions() ? DAT_EXTENSION_IB : DAT_EXTENSION_NONE;
     a->extension_version = ia->device->ib_extensions() ? DAT_IB_EXTENSION_VERSION : 0;

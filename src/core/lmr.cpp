@@ -24,15 +24,17 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
     if (!lmr_out)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
-    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC where the IB extensions run: atomics
-    // there need remote read and write (which it does not grant by itself).
+    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC where the IB extensions run. On the
+    // softnic atomics need remote read and write (the flag alone grants
+    // nothing); on verbs IAs the flag, or remote read and write, grant them
+    // where the device has atomics (verbs::access_flags).
     const std::uint32_t allowed =
         DAT_MEM_PRIV_ALL_FLAG | (ia->device->ib_extensions() ? DAT_IB_MEM_PRIV_REMOTE_ATOMIC : 0);
     if (privileges & ~allowed)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
-    if (va_type == DAT_VA_TYPE_ZB)
-        return error(DAT_MODEL_NOT_SUPPORTED); // zb_supported is FALSE
-    if (va_type != DAT_VA_TYPE_VA)
+    // Zero-based (DAT_VA_TYPE_ZB): the peer names its bytes by their offset
+    // (every kind: zb_supported); local triplets by their address (lmr.hpp).
+    if (va_type != DAT_VA_TYPE_VA && va_type != DAT_VA_TYPE_ZB)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
     std::uint64_t addr = 0;
     Lmr* base = nullptr;
@@ -90,6 +92,7 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
         lmr->region.for_va = reinterpret_cast<DAT_PVOID>(addr);
     }
     lmr->address = addr;
+    lmr->registered_address = va_type == DAT_VA_TYPE_ZB ? 0 : addr;
     lmr->length = length;
     lmr->privileges = privileges;
     lmr->va_type = va_type;
@@ -109,7 +112,7 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE handle, DAT_MEM_TYPE type, DAT_REGION_DESCRI
     if (registered_length)
         *registered_length = length;
     if (registered_address)
-        *registered_address = addr;
+        *registered_address = lmr->registered_address;
     return DAT_SUCCESS;
 }
 
@@ -134,7 +137,7 @@ DAT_RETURN lmr_query(DAT_LMR_HANDLE handle, DAT_LMR_PARAM_MASK mask, DAT_LMR_PAR
     param->lmr_context = lmr->lmr_context;
     param->rmr_context = lmr->rmr_context;
     param->registered_size = lmr->length;
-    param->registered_address = lmr->address;
+    param->registered_address = lmr->registered_address;
     return DAT_SUCCESS;
 }
 

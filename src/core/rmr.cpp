@@ -128,8 +128,10 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG9);
     if (privileges & ~kRemoteRights)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    // A zero-based window (the peer addressing it from 0) is not offered;
+    // one bound over a zero-based LMR is addressed by process addresses.
     if (va_type == DAT_VA_TYPE_ZB)
-        return error(DAT_MODEL_NOT_SUPPORTED); // zb_supported is FALSE
+        return error(DAT_MODEL_NOT_SUPPORTED);
     if (va_type != DAT_VA_TYPE_VA)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     constexpr DAT_COMPLETION_FLAGS kBindFlags =
@@ -146,6 +148,7 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
             return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
         // Within the LMR: addr >= start and addr + length <= end, overflow-safe.
         const std::uint64_t addr = triplet->virtual_address, length = triplet->segment_length;
+        // In the LMR's local addresses (a zero-based one's too: lmr.hpp).
         if (addr < lmr->address || length > lmr->length || addr - lmr->address > lmr->length - length)
             return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
         // The EP, the LMR and the RMR share one PZ.

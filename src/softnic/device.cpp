@@ -877,18 +877,20 @@ bool Device::execute_send_queue(Qp& qp)
             for (std::uint32_t i = first_data; local_ok && i < ds; ++i) {
                 const auto* d = reinterpret_cast<const mlx5_wqe_data_seg*>(seg(bb, i));
                 const Sge s{be64toh(d->addr), be32toh(d->byte_count), be32toh(d->lkey)};
+                std::uint64_t host = 0; // where s.addr is here (a zero-based region's are offsets)
                 if (reads_back) {
-                    local_ok = f.nsge < kMaxSge && memory_.check(s.lkey, s.addr, s.length, kLocalWrite, qp.pd_);
+                    local_ok =
+                        f.nsge < kMaxSge && memory_.check(s.lkey, s.addr, s.length, kLocalWrite, qp.pd_, 0, &host);
                     if (local_ok)
-                        f.sge[f.nsge++] = s;
+                        f.sge[f.nsge++] = {host, s.length, s.lkey};
                 } else {
-                    local_ok = memory_.check(s.lkey, s.addr, s.length, kLocalRead, qp.pd_);
+                    local_ok = memory_.check(s.lkey, s.addr, s.length, kLocalRead, qp.pd_, 0, &host);
                     if (local_ok && direct_send) { // the kernel reports unmapped memory as EFAULT
-                        qp.direct_send_.iov[direct_iovs++] = {reinterpret_cast<void*>(s.addr), s.length};
+                        qp.direct_send_.iov[direct_iovs++] = {reinterpret_cast<void*>(host), s.length};
                     } else if (local_ok) { // memory unmapped since it was registered: a protection error
                         const std::size_t at = payload.size();
                         payload.resize(at + s.length);
-                        local_ok = guarded_copy(payload.data() + at, reinterpret_cast<const void*>(s.addr), s.length);
+                        local_ok = guarded_copy(payload.data() + at, reinterpret_cast<const void*>(host), s.length);
                     }
                 }
                 f.length += s.length;
@@ -1063,9 +1065,10 @@ void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::u
 {
     // What came with the header is placed now; the rest, but for the last
     // byte, is read straight into the target; the last byte lands last.
-    auto* const to = reinterpret_cast<std::uint8_t*>(addr);
-    const bool refused = !memory_.check(rkey, addr, length, kRemoteWrite, qp.pd_, qp.qpn_) ||
-                         (n && !guarded_copy(to, arrived, n)); // unmapped since registration
+    std::uint64_t host = 0; // where addr is here (a zero-based region's are offsets)
+    const bool allowed = memory_.check(rkey, addr, length, kRemoteWrite, qp.pd_, qp.qpn_, &host);
+    auto* const to = reinterpret_cast<std::uint8_t*>(host);
+    const bool refused = !allowed || (n && !guarded_copy(to, arrived, n)); // unmapped since registration
     qp.direct_ = {to + n, length - n, refused};
 }
 
@@ -1155,9 +1158,11 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         const std::uint32_t max_sge = qp.srq_ ? qp.srq_->max_sge_ : qp.rq_stride_ / 16;
         std::uint64_t capacity = 0;
         bool ok = true;
+        std::uint64_t hosts[2 * kMaxSge] = {}; // where each segment is here (a zero-based region's are offsets)
         for (std::uint32_t i = 0; i < max_sge && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY; ++i) {
             ok = ok && memory_.check(be32toh(segs[i].lkey), be64toh(segs[i].addr), be32toh(segs[i].byte_count),
-                                     kLocalWrite, qp.srq_ ? qp.srq_->pd_ : qp.pd_);
+                                     kLocalWrite, qp.srq_ ? qp.srq_->pd_ : qp.pd_, 0,
+                                     i < std::size(hosts) ? &hosts[i] : nullptr);
             capacity += be32toh(segs[i].byte_count);
         }
         // A send that invalidates one of our keys: a key of this QP's PD (an
@@ -1179,7 +1184,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
                                       be32toh(segs[i].lkey) != MLX5_INVALID_LKEY;
                  ++i) {
                 const std::size_t n = std::min<std::size_t>(be32toh(segs[i].byte_count), payload_len - done);
-                pieces[npieces++] = {reinterpret_cast<void*>(be64toh(segs[i].addr)), payload + done, n};
+                pieces[npieces++] = {reinterpret_cast<void*>(hosts[i]), payload + done, n};
                 done += n;
             }
             // The buffer's memory may have been unmapped since it was
@@ -1205,7 +1210,8 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
     }
     case kWrite: {
         // The target range first: a refused write takes no receive buffer.
-        if (!memory_.check(h.rkey, h.addr, payload_len, kRemoteWrite, qp.pd_, qp.qpn_)) {
+        std::uint64_t host = 0; // where h.addr is here (a zero-based region's are offsets)
+        if (!memory_.check(h.rkey, h.addr, payload_len, kRemoteWrite, qp.pd_, qp.qpn_, &host)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // memory untouched; broken on this side too
@@ -1221,7 +1227,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         // The last byte lands last (consumers poll on it). Memory unmapped
         // since it was registered faults: a remote access error, as a bad
         // key is; the receive buffer a WRITE with immediate took is flushed.
-        const Piece piece{reinterpret_cast<void*>(h.addr), payload, payload_len};
+        const Piece piece{reinterpret_cast<void*>(host), payload, payload_len};
         if (!guarded_place(&piece, 1)) {
             if (h.flags & kImm)
                 push_receive({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
@@ -1240,8 +1246,9 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
     case kReadReq: {
         // A range that passes the check may still fault (unmapped since it
         // was registered): the same remote access error.
-        if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_, qp.qpn_) ||
-            !send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(h.addr), h.length, true)) {
+        std::uint64_t host = 0;
+        if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_, qp.qpn_, &host) ||
+            !send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(host), h.length, true)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);
@@ -1252,11 +1259,16 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
     case kAtomicReq: {
         // IB: an atomic needs an 8-byte aligned target (else an invalid
         // request), and here remote read and write rights on it.
+        // The word must be aligned where it is here too (a zero-based
+        // region's offsets are aligned relative to its start).
         std::uint8_t syndrome = 0;
+        std::uint64_t host = 0;
         if (payload_len != 16 || (h.addr & 7) != 0)
             syndrome = MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR;
-        else if (!memory_.check(h.rkey, h.addr, 8, kRemoteRead | kRemoteWrite, qp.pd_, qp.qpn_))
+        else if (!memory_.check(h.rkey, h.addr, 8, kRemoteRead | kRemoteWrite, qp.pd_, qp.qpn_, &host))
             syndrome = MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+        else if ((host & 7) != 0)
+            syndrome = MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR;
         if (syndrome) {
             send_frame(qp, kNak, 0, syndrome, 0, 0, 0, nullptr, 0);
             flush_output(qp);
@@ -1270,7 +1282,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         compare = be64toh(compare);
         // Atomic with respect to every other atomic on this word, whichever
         // queue pair or process issues it.
-        auto* target = reinterpret_cast<std::uint64_t*>(h.addr);
+        auto* target = reinterpret_cast<std::uint64_t*>(host);
         std::uint64_t original = compare;
         if (h.flags & kCompareSwap)
             __atomic_compare_exchange_n(target, &original, swap_add, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);

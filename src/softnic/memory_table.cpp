@@ -7,8 +7,8 @@
 
 namespace fastdapl::softnic {
 
-std::uint32_t MemoryTable::add(std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd,
-                               RangeFault* fault)
+std::uint32_t MemoryTable::add_at(std::uint64_t iova, std::uint64_t addr, std::uint64_t length, std::uint32_t access,
+                                  std::uint32_t pd, RangeFault* fault)
 {
     // Outside the lock: it reads the process's map.
     const RangeFault f = check_mapped(addr, length, (access & (kLocalWrite | kRemoteWrite)) != 0);
@@ -21,7 +21,8 @@ std::uint32_t MemoryTable::add(std::uint64_t addr, std::uint64_t length, std::ui
     if (key == 0)
         return 0;
     Region& r = regions_[key >> 8];
-    r.addr = addr;
+    r.addr = iova;
+    r.host = addr;
     r.length = length;
     r.access = access;
     r.pd = pd;
@@ -129,23 +130,26 @@ bool MemoryTable::remove(std::uint32_t key)
 }
 
 bool MemoryTable::check(std::uint32_t key, std::uint64_t addr, std::uint64_t length, std::uint32_t access,
-                        std::uint32_t pd, std::uint32_t qpn) const
+                        std::uint32_t pd, std::uint32_t qpn, std::uint64_t* host) const
 {
     std::shared_lock lock(mutex_);
     const Region* found = find(key);
     if (!found || found->pd != pd || (found->access & access) != access)
         return false;
     const Region& r = *found;
+    const Region* region = &r; // whose address space `addr` is in
     if (r.window) { // remote use only, while bound over a live region, by its queue pair if it has one
         if (r.length == 0 || (access & (kLocalRead | kLocalWrite)) || (r.qpn != 0 && r.qpn != qpn))
             return false;
-        const Region* parent = find(r.parent);
-        if (!parent || parent->window)
+        region = find(r.parent);
+        if (!region || region->window)
             return false;
     }
     // Overflow-safe containment: addr >= start and addr + length <= end.
     if (addr < r.addr || length > r.length || addr - r.addr > r.length - length)
         return false;
+    if (host) // a window lies inside its region (bind_window checked it)
+        *host = region->host + (addr - region->addr);
     return true;
 }
 

@@ -30,17 +30,26 @@ public:
     // such a range, and the softnic would fault copying into it. `fault`,
     // if given, receives check_mapped's answer (none when the table is full).
     std::uint32_t add(std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd,
-                      RangeFault* fault = nullptr);
+                      RangeFault* fault = nullptr)
+    {
+        return add_at(addr, addr, length, access, pd, fault);
+    }
+    // The same, with the region addressed from `iova` rather than from its
+    // address in this process (0: zero-based, as ibv_reg_mr_iova): keys
+    // are checked, and windows bound, in that address space.
+    std::uint32_t add_at(std::uint64_t iova, std::uint64_t addr, std::uint64_t length, std::uint32_t access,
+                         std::uint32_t pd, RangeFault* fault = nullptr);
 
     // Returns false for an unknown key (a region's or a window's).
     bool remove(std::uint32_t key);
 
     // True when `key` names a live region of protection domain `pd` that
-    // covers [addr, addr+length) and grants every right in `access`; or a
-    // bound window (remote rights only) of `pd` over a live region, bound
-    // to no queue pair or to `qpn`.
+    // covers [addr, addr+length) (in the region's address space) and grants
+    // every right in `access`; or a bound window (remote rights only) of
+    // `pd` over a live region, bound to no queue pair or to `qpn`. `host`,
+    // if given, receives where `addr` is in this process.
     bool check(std::uint32_t key, std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t pd,
-               std::uint32_t qpn = 0) const;
+               std::uint32_t qpn = 0, std::uint64_t* host = nullptr) const;
 
     // Memory windows (RMRs): keys that give remote access to part of a
     // region. A new window is unbound; 0 when the table is full.
@@ -60,7 +69,8 @@ public:
 
 private:
     struct Region {
-        std::uint64_t addr = 0;
+        std::uint64_t addr = 0; // where keys address it: iova for a region, in its region's space for a window
+        std::uint64_t host = 0; // a region's first byte in this process
         std::uint64_t length = 0;
         std::uint32_t access = 0;
         std::uint32_t pd = 0;

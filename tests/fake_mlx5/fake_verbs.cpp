@@ -567,10 +567,10 @@ FAKE_API int ibv_dealloc_pd(ibv_pd* pd)
 FAKE_API ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access)
 {
     // Remote write or atomics need local write (verbs); remote atomics need
-    // a device that has them; iova must be the address (no offset modelled).
+    // a device that has them. The region is addressed from iova (the
+    // softnic's memory table translates).
     if (((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) ||
-        ((access & IBV_ACCESS_REMOTE_ATOMIC) && !device_has_atomics()) ||
-        iova != reinterpret_cast<std::uintptr_t>(addr)) {
+        ((access & IBV_ACCESS_REMOTE_ATOMIC) && !device_has_atomics())) {
         errno = EINVAL;
         return nullptr;
     }
@@ -587,7 +587,8 @@ FAKE_API ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_
     m->mr.addr = addr;
     m->mr.length = length;
     sn::RangeFault fault = sn::RangeFault::none;
-    m->mr.lkey = m->mr.rkey = device().memory().add(reinterpret_cast<std::uintptr_t>(addr), length, a, p->snpd, &fault);
+    m->mr.lkey = m->mr.rkey =
+        device().memory().add_at(iova, reinterpret_cast<std::uintptr_t>(addr), length, a, p->snpd, &fault);
     if (m->mr.lkey == 0) { // as the kernel: EFAULT for memory it cannot pin
         delete m;
         errno = fault == sn::RangeFault::none ? ENOMEM : EFAULT;

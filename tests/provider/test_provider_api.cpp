@@ -478,6 +478,103 @@ TEST_F(Provider, LmrCreateQueryFreeAndItsErrors)
     EXPECT_EQ(type_of(dat_lmr_sync_rdma_read(ia, nullptr, 1)), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
 }
 
+// DAT_VA_TYPE_ZB: the peer addresses a zero-based LMR by offsets from its
+// first byte (RDMA write and read through its RMR context), its range
+// checked in that space; local triplets keep process addresses (README).
+TEST_F(Provider, ZeroBasedLmrIsAddressedByOffsets)
+{
+    DAT_IA_ATTR attr{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), kOk);
+    EXPECT_EQ(attr.zb_supported, DAT_TRUE);
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+    // Two regions, each in the middle of a buffer whose edges must stay untouched.
+    std::vector<char> a_mem(3 * 4096, 'a'), b_mem(3 * 4096, 'b');
+    char* const a = a_mem.data() + 4096;
+    char* const b = b_mem.data() + 4096;
+    DAT_REGION_DESCRIPTION ra{}, rb{};
+    ra.for_va = a;
+    rb.for_va = b;
+    DAT_LMR_HANDLE la, lb;
+    DAT_LMR_CONTEXT ca = 0, cb = 0;
+    DAT_RMR_CONTEXT rcb = 0;
+    DAT_VLEN len = 0;
+    DAT_VADDR at = 1;
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, ra, 4096, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_ZB, &la, &ca,
+                             nullptr, &len, &at),
+              kOk);
+    EXPECT_EQ(at, 0u); // zero-based: its first byte is at 0
+    EXPECT_EQ(len, 4096u);
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, rb, 4096, pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_ZB, &lb, &cb,
+                             &rcb, nullptr, nullptr),
+              kOk);
+    DAT_LMR_PARAM p{};
+    ASSERT_EQ(dat_lmr_query(la, DAT_LMR_FIELD_ALL, &p), kOk);
+    EXPECT_EQ(p.va_type, DAT_VA_TYPE_ZB);
+    EXPECT_EQ(p.registered_address, 0u);
+    EXPECT_EQ(p.registered_size, 4096u);
+    EXPECT_EQ(p.region_desc.for_va, static_cast<DAT_PVOID>(a)); // the memory itself, as given
+    // A va_type that is neither.
+    DAT_LMR_HANDLE bad;
+    EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, ra, 4096, pz, DAT_MEM_PRIV_ALL_FLAG,
+                                     static_cast<DAT_VA_TYPE>(2), &bad, nullptr, nullptr, nullptr, nullptr)),
+              static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+
+    DAT_EVD_HANDLE dto_a, dto_b, conn_a, conn_b, cr;
+    for (DAT_EVD_HANDLE* e : {&dto_a, &dto_b})
+        ASSERT_EQ(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, e), kOk);
+    for (DAT_EVD_HANDLE* e : {&conn_a, &conn_b})
+        ASSERT_EQ(dat_evd_create(ia, 4, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, e), kOk);
+    ASSERT_EQ(dat_evd_create(ia, 4, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr), kOk);
+    DAT_EP_HANDLE ep_a, ep_b;
+    ASSERT_EQ(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, nullptr, &ep_a), kOk);
+    ASSERT_EQ(dat_ep_create(ia, pz, dto_b, dto_b, conn_b, nullptr, &ep_b), kOk);
+    fastdapl_test::connect_through_psp(ia, attr.ia_address_ptr, cr, ep_a, conn_a, ep_b, conn_b);
+    const auto next = [](DAT_EVD_HANDLE evd) {
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
+        EXPECT_EQ(dat_evd_wait(evd, 5000000, 1, &e, &nmore), kOk);
+        EXPECT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
+        return e.event_data.dto_completion_event_data;
+    };
+    // A send between the two, local triplets at process addresses.
+    std::memcpy(a + 100, "zero-based", 10);
+    const auto va = [](const char* p) { return reinterpret_cast<DAT_VADDR>(p); };
+    DAT_LMR_TRIPLET recv{va(b + 200), 64, cb};
+    ASSERT_EQ(dat_ep_post_recv(ep_b, 1, &recv, DAT_DTO_COOKIE{.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_LMR_TRIPLET msg{va(a + 100), 10, ca};
+    ASSERT_EQ(dat_ep_post_send(ep_a, 1, &msg, DAT_DTO_COOKIE{.as_64 = 2}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(next(dto_a).status, DAT_DTO_SUCCESS);
+    const DAT_DTO_COMPLETION_EVENT_DATA r = next(dto_b);
+    EXPECT_EQ(r.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(r.transfered_length, 10u);
+    EXPECT_EQ(std::memcmp(b + 200, "zero-based", 10), 0);
+    // RDMA write to the peer's offset 1000, and read back from there.
+    EXPECT_NE(rcb, cb); // the peer's key addresses it from 0, the local one does not
+    std::memcpy(a + 300, "written at 1000", 15);
+    DAT_LMR_TRIPLET from{va(a + 300), 15, ca};
+    DAT_RMR_TRIPLET to{1000, 15, rcb};
+    ASSERT_EQ(dat_ep_post_rdma_write(ep_a, 1, &from, DAT_DTO_COOKIE{.as_64 = 3}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(next(dto_a).status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::memcmp(b + 1000, "written at 1000", 15), 0);
+    DAT_LMR_TRIPLET into{va(a + 2000), 15, ca};
+    ASSERT_EQ(dat_ep_post_rdma_read(ep_a, 1, &into, DAT_DTO_COOKIE{.as_64 = 4}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(next(dto_a).status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::memcmp(a + 2000, "written at 1000", 15), 0);
+    // Past its end (offset 4090 + 15 > 4096): a remote access error, and
+    // nothing lands beyond the region.
+    DAT_RMR_TRIPLET past{4090, 15, rcb};
+    ASSERT_EQ(dat_ep_post_rdma_write(ep_a, 1, &from, DAT_DTO_COOKIE{.as_64 = 5}, &past, DAT_COMPLETION_DEFAULT_FLAG),
+              kOk);
+    EXPECT_NE(next(dto_a).status, DAT_DTO_SUCCESS);
+    for (std::size_t i = 0; i < 4096; ++i) {
+        ASSERT_EQ(b_mem[i], 'b') << i;
+        ASSERT_EQ(b_mem[2 * 4096 + i], 'b') << i;
+        ASSERT_EQ(a_mem[i], 'a') << i;
+        ASSERT_EQ(a_mem[2 * 4096 + i], 'a') << i;
+    }
+}
+
 // DAT_MEM_TYPE_SHARED_VIRTUAL: memory mapped shared, named by a 40-byte
 // cookie that dat_lmr_query gives back whole.
 TEST_F(Provider, SharedVirtualLmrOnSharedMemory)

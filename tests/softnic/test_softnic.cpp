@@ -162,6 +162,33 @@ TEST(MemoryTable, ChecksRangeRightsAndProtectionDomain)
     EXPECT_FALSE(t.check(k, b, 8, softnic::kLocalRead, 7));
 }
 
+// A region registered at another address (zero-based: iova 0) is checked
+// in that space, and its keys and windows translate to where it is here.
+TEST(MemoryTable, ZeroBasedRegionTranslatesOffsets)
+{
+    Pages page(1);
+    const std::uint64_t b = page.at(0);
+    softnic::MemoryTable t;
+    const std::uint32_t all = softnic::kLocalRead | softnic::kLocalWrite | softnic::kRemoteRead | softnic::kRemoteWrite;
+    const std::uint32_t k = t.add_at(0, b + 0x40, 0x100, all, 3);
+    ASSERT_NE(k, 0u);
+    std::uint64_t host = 0;
+    EXPECT_TRUE(t.check(k, 0, 0x100, softnic::kLocalRead, 3, 0, &host));
+    EXPECT_EQ(host, b + 0x40);
+    EXPECT_TRUE(t.check(k, 0xf8, 8, softnic::kRemoteWrite, 3, 0, &host));
+    EXPECT_EQ(host, b + 0x40 + 0xf8);
+    EXPECT_FALSE(t.check(k, 0xf9, 8, softnic::kRemoteWrite, 3)); // past its end
+    EXPECT_FALSE(t.check(k, b + 0x40, 8, softnic::kLocalRead, 3)); // its address here is not its address
+    // A window over part of it, in the region's offsets.
+    const std::uint32_t w = t.add_window(3);
+    const std::uint32_t wk = t.bind_window(w, k, 0x80, 0x20, softnic::kRemoteRead, 0);
+    ASSERT_NE(wk, 0u);
+    EXPECT_TRUE(t.check(wk, 0x90, 8, softnic::kRemoteRead, 3, 0, &host));
+    EXPECT_EQ(host, b + 0x40 + 0x90);
+    EXPECT_FALSE(t.check(wk, 0x70, 8, softnic::kRemoteRead, 3));
+    EXPECT_EQ(t.bind_window(w, k, 0xf0, 0x20, softnic::kRemoteRead, 0), 0u); // runs past the region
+}
+
 TEST(MappedRange, RefusesWhatIsNotMappedWithTheAccessAskedFor)
 {
     using softnic::RangeFault;

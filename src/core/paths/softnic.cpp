@@ -81,8 +81,14 @@ DAT_RETURN SoftnicPath::create_pd(Pz& pz)
 DAT_RETURN SoftnicPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_t length)
 {
     softnic::RangeFault fault = softnic::RangeFault::none;
-    const std::uint32_t key =
-        device_->memory().add(addr, length, softnic_access(lmr.privileges), pd_of(lmr.pz), &fault);
+    const bool remote = lmr.privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
+    // Zero-based with remote rights: the local key keeps process addresses
+    // (inline data is copied from them) and local rights; a second key,
+    // addressed from 0, carries the remote rights.
+    const bool zero_based = remote && lmr.va_type == DAT_VA_TYPE_ZB;
+    const std::uint32_t all = softnic_access(lmr.privileges);
+    const std::uint32_t key = device_->memory().add(
+        addr, length, zero_based ? all & (softnic::kLocalRead | softnic::kLocalWrite) : all, pd_of(lmr.pz), &fault);
     if (fault != softnic::RangeFault::none) {
         // Memory a device could not pin: not mapped, PROT_NONE, past the
         // end of its mapping, or read-only under write rights. Section
@@ -101,15 +107,26 @@ DAT_RETURN SoftnicPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint6
     }
     if (key == 0)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
-    const bool remote = lmr.privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
     lmr.lmr_context = key;
     lmr.rmr_context = remote ? key : 0;
+    if (zero_based) {
+        const std::uint32_t remote_key =
+            device_->memory().add_at(lmr.registered_address, addr, length, all, pd_of(lmr.pz));
+        if (remote_key == 0) {
+            device_->memory().remove(key);
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+        }
+        lmr.rmr_context = remote_key;
+        lmr.device_remote_mr = reinterpret_cast<void*>(static_cast<std::uintptr_t>(remote_key));
+    }
     return DAT_SUCCESS;
 }
 
 void SoftnicPath::deregister_memory(Lmr& lmr)
 {
     device_->memory().remove(lmr.lmr_context);
+    if (lmr.device_remote_mr)
+        device_->memory().remove(static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(lmr.device_remote_mr)));
 }
 
 DAT_RETURN SoftnicPath::create_window(Rmr& rmr)

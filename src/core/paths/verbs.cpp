@@ -180,8 +180,16 @@ DAT_RETURN VerbsPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_
 {
     // Windows may be bound on any region where the kind binds them.
     const int mw_bind = max_rmrs() > 0 ? IBV_ACCESS_MW_BIND : 0;
+    const bool remote = lmr.privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
+    // Zero-based with remote rights: the local registration keeps process
+    // addresses (lkeys; inline data is copied from them) and local rights,
+    // a second one at iova 0 carries the remote rights (rkey).
+    const bool zero_based = remote && lmr.va_type == DAT_VA_TYPE_ZB;
+    const DAT_MEM_PRIV_FLAGS local_rights = zero_based
+        ? static_cast<DAT_MEM_PRIV_FLAGS>(lmr.privileges & (DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
+        : lmr.privileges;
     ibv_mr* mr = ibv_reg_mr(pd_of(lmr.pz), reinterpret_cast<void*>(addr), length,
-                            verbs::access_flags(static_cast<std::uint32_t>(lmr.privileges), atomics()) | mw_bind);
+                            verbs::access_flags(static_cast<std::uint32_t>(local_rights), atomics()) | mw_bind);
     if (!mr) {
         // The kernel could not pin the range (EFAULT), or its length is
         // absurd (EINVAL): the consumer's region, as on the softnic.
@@ -189,16 +197,29 @@ DAT_RETURN VerbsPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_
             return error(DAT_INVALID_PARAMETER, errno == EFAULT ? DAT_INVALID_ARG3 : DAT_INVALID_ARG4);
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     }
-    const bool remote = lmr.privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
     lmr.device_mr = mr;
     lmr.lmr_context = mr->lkey;
     lmr.rmr_context = remote ? mr->rkey : 0;
+    if (zero_based) {
+        ibv_mr* at_zero = ibv_reg_mr_iova(pd_of(lmr.pz), reinterpret_cast<void*>(addr), length, lmr.registered_address,
+                                          verbs::access_flags(static_cast<std::uint32_t>(lmr.privileges), atomics()));
+        if (!at_zero) {
+            if (g_debug)
+                std::fprintf(stderr, "fastdapl: zero-based registration refused: %s\n", std::strerror(errno));
+            ibv_dereg_mr(mr);
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+        }
+        lmr.device_remote_mr = at_zero;
+        lmr.rmr_context = at_zero->rkey;
+    }
     return DAT_SUCCESS;
 }
 
 void VerbsPath::deregister_memory(Lmr& lmr)
 {
     ibv_dereg_mr(static_cast<ibv_mr*>(lmr.device_mr));
+    if (lmr.device_remote_mr)
+        ibv_dereg_mr(static_cast<ibv_mr*>(lmr.device_remote_mr));
 }
 
 DAT_COUNT VerbsPath::max_rmrs() const
