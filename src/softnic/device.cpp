@@ -599,21 +599,19 @@ void Device::run()
         polls_seen = polls;
         left_seen = left;
         if (yield) {
-            // Wait for a doorbell (sleeping_ makes posts ring) or a consumer
-            // going to sleep, and look again after the quiet time. A doorbell
-            // rung before sleeping_ was visible is the polling consumer's to see.
+            // Posts do not ring (sleeping_ stays 0): the polling consumer
+            // puts them on the wire in its next round. Wait for a consumer
+            // going to sleep, or look again after the quiet time.
             engine_yields_.store(true, std::memory_order_seq_cst);
-            sleeping_.store(1, std::memory_order_seq_cst);
             bool woken = false;
             if (consumer_left_.load(std::memory_order_seq_cst) == left_seen && !stop_.load()) {
                 pollfd wake{wake_fd_, POLLIN, 0};
                 woken = ::poll(&wake, 1, kConsumerQuietMs) > 0;
             }
-            sleeping_.store(0);
             engine_yields_.store(false, std::memory_order_seq_cst);
             std::uint64_t drained;
             [[maybe_unused]] ssize_t n = ::read(wake_fd_, &drained, sizeof drained);
-            if (woken) { // unless a consumer's round has the device: it sees the post
+            if (woken) { // a waiter went to sleep (unless a consumer's round has the device)
                 std::unique_lock lock(mutex_, std::try_to_lock);
                 if (lock.owns_lock())
                     progress_locked();

@@ -335,9 +335,9 @@ public:
 
     // One round of work on the caller's thread (the consumer polls), if the
     // engine thread is not busy with it already. While consumers poll, the
-    // engine thread leaves the sockets to them: it no longer wakes for
-    // arriving data (a wake-up and a lock hand-off per message), only for
-    // doorbells, and takes the sockets back when polling stops for
+    // engine thread leaves the sockets and the posts to them: it no longer
+    // wakes for arriving data or doorbells (a wake-up and a lock hand-off
+    // per message), and takes over again when polling stops for
     // kConsumerQuietMs or a consumer says it sleeps.
     void progress()
     {
