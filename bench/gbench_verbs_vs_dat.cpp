@@ -651,7 +651,9 @@ public:
     void ReportRuns(const std::vector<Run>& runs) override
     {
         for (const Run& run : runs) {
-            if (run.run_type != Run::RT_Iteration)
+            // With --benchmark_report_aggregates_only only the aggregates come.
+            const bool median_run = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+            if (run.run_type != Run::RT_Iteration && !median_run)
                 continue;
             const std::string name =
                 run.run_name.function_name + (run.run_name.args.empty() ? "" : "/" + run.run_name.args);
@@ -662,8 +664,11 @@ public:
                 r.error = run.error_message;
                 continue;
             }
-            r.times_us.push_back(run.GetAdjustedRealTime() * to_us(run.time_unit));
-            r.iterations += run.iterations;
+            const double us = run.GetAdjustedRealTime() * to_us(run.time_unit);
+            if (median_run)
+                r.median_us = us;
+            else
+                r.times_us.push_back(us);
         }
         display_->ReportRuns(runs);
     }
@@ -682,10 +687,10 @@ public:
             const std::string dat_text = cell(dat);
             const std::string verbs_text = verbs == results_.end() ? "not run" : cell(verbs->second);
             std::string ratio = "-";
-            if (verbs != results_.end() && dat.error.empty() && verbs->second.error.empty() && !dat.times_us.empty() &&
-                !verbs->second.times_us.empty()) {
+            if (verbs != results_.end() && dat.error.empty() && verbs->second.error.empty() && dat.timed() &&
+                verbs->second.timed()) {
                 char text[32];
-                std::snprintf(text, sizeof text, "%.2f", median(dat.times_us) / median(verbs->second.times_us));
+                std::snprintf(text, sizeof text, "%.2f", dat.us() / verbs->second.us());
                 ratio = text;
             }
             std::fprintf(out, "%-22s %14s %14s %16s\n", pair.c_str(), dat_text.c_str(), verbs_text.c_str(), ratio.c_str());
@@ -700,9 +705,11 @@ public:
 
 private:
     struct Result {
-        std::vector<double> times_us;
-        std::int64_t iterations = 0;
+        std::vector<double> times_us; // per repetition
+        double median_us = -1;        // the library's median aggregate, where it made one
         std::string error;
+        bool timed() const { return median_us >= 0 || !times_us.empty(); }
+        double us() const { return median_us >= 0 ? median_us : median(times_us); }
     };
 
     static double to_us(benchmark::TimeUnit unit)
@@ -725,10 +732,10 @@ private:
     {
         if (!r.error.empty())
             return "FAILED";
-        if (r.times_us.empty())
+        if (!r.timed())
             return "-";
         char text[32];
-        std::snprintf(text, sizeof text, "%.2f", median(r.times_us));
+        std::snprintf(text, sizeof text, "%.2f", r.us());
         return text;
     }
 

@@ -401,6 +401,32 @@ if [ -x "$DAT_PERF" ]; then
     fi
 fi
 
+# c.3b uDAPL against plain verbs in one process (bench/gbench_verbs_vs_dat):
+# the same ping-pong and RDMA-write post+poll through our IA and through
+# libibverbs on $DEV, every message checked where it lands; prints the
+# ratio table (kept for the end). ~10 s of guest time.
+GBENCH=$BUILD/bench/gbench_verbs_vs_dat
+if [ ! -x "$GBENCH" ]; then
+    result ours-info "gbench_verbs_vs_dat" FAIL "not built (libbenchmark-dev missing?)"
+elif ! over_budget ours "gbench_verbs_vs_dat"; then
+    f=$LOG/ours.gbench
+    env "${ENVV[@]}" timeout -k 5 90 "$GBENCH" --device="$DEV:1" --ia="$OUR_IA" --benchmark_min_time=0.2 \
+        --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+        --benchmark_out="$OUT/gbench.json" --benchmark_out_format=json >"$f" 2>&1
+    rc=$?
+    # the table: "pair dat verbs ratio" after its header line
+    GBENCH_TABLE=$(sed -n '/^pair (time\/iteration)/,/^gbench_verbs_vs_dat:/p' "$f" | grep -v '^gbench_verbs_vs_dat:')
+    while read -r pair dat verbs ratio; do
+        case $pair in pingpong/* | post_poll) metric "ours.gbench.$pair.ratio" "$ratio" ;; esac
+    done <<<"$GBENCH_TABLE"
+    if [ $rc = 0 ] && has "$f" "moved and checked its bytes" && [ "$(grep -cE '^(pingpong|post_poll).* [0-9.]+$' <<<"$GBENCH_TABLE")" = 3 ]; then
+        result ours "gbench_verbs_vs_dat (dat vs verbs)" ok "ratio dat/verbs: pingpong/8 ${M[ours.gbench.pingpong/8.ratio]:-?}, pingpong/4096 ${M[ours.gbench.pingpong/4096.ratio]:-?}, post_poll ${M[ours.gbench.post_poll.ratio]:-?}"
+    else
+        result ours "gbench_verbs_vs_dat (dat vs verbs)" FAIL "rc=$rc$([ $rc = 124 ] && echo ' (timed out after 90 s)')"
+        tail_logs "$f"
+    fi
+fi
+
 # c.4 the gtest provider programs on the verbs IA (FASTDAPL_TEST_IA).
 # test_ib_extensions counts (group ours); the others report only (group
 # ours-info): some of their tests still assume the software NIC (private
@@ -451,6 +477,11 @@ for sz in 4096 65536; do
 done
 echo "   (dtest: 20 RDMA writes of that size, both ways at once; dat_perf: 10^6 B/s of RDMA writes, 32 in flight)"
 echo
+if [ -n "${GBENCH_TABLE:-}" ]; then
+    echo "== uDAPL against plain verbs, one process (gbench_verbs_vs_dat: median of 3, busy polling; pingpong = round trip)"
+    sed 's/^/   /' <<<"$GBENCH_TABLE"
+    echo
+fi
 echo "== Tests (only 'ours' decides the exit status; perftest, ref, ref-info, ours-info are reported)"
 awk -F'\t' '{ printf "  %-5s %-9s %s\n", $3, $1, $2 }' "$OUT/results.tsv"
 n_ok=$(awk -F'\t' '$1=="ours" && $3=="ok"' "$OUT/results.tsv" | wc -l)
