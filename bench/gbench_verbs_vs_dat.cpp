@@ -80,12 +80,20 @@ bool stamped(const char* p, std::size_t len, std::uint64_t value)
     return head == value && tail == value;
 }
 
+// Looks at the clock only every 64 Ki empty polls, and starts counting at
+// the first look: the polls are what is measured.
 struct Deadline {
-    std::chrono::steady_clock::time_point end = std::chrono::steady_clock::now() + kCompletionDeadline;
+    std::chrono::steady_clock::time_point end{};
     unsigned polls = 0;
-    // Looks at the clock every 64 Ki empty polls only: the polls are the
-    // thing being measured.
-    bool passed() { return ++polls % 65536 == 0 && std::chrono::steady_clock::now() > end; }
+    bool passed()
+    {
+        if (++polls % 65536 != 0)
+            return false;
+        const auto now = std::chrono::steady_clock::now();
+        if (end == std::chrono::steady_clock::time_point{})
+            end = now + kCompletionDeadline;
+        return now > end;
+    }
 };
 
 // ---------------------------------------------------------------- uDAPL
