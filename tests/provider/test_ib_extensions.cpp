@@ -18,6 +18,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cstring>
 #include <set>
 #include <thread>
@@ -354,10 +356,19 @@ TEST_F(IbExtensions, AtomicErrors)
     EXPECT_EQ(type_of(dat_ib_post_fetch_and_add(lmr, 1, &result, cookie(1), &target, DAT_COMPLETION_DEFAULT_FLAG)),
               t(DAT_INVALID_HANDLE));
     // A misaligned target is an invalid request (as on IB): an error
-    // completion, the target untouched, and the connection broken.
+    // completion, the target untouched, and the connection broken. Some
+    // devices refuse it at post time instead (Soft-RoCE: ibv_post_send
+    // answers EINVAL): then the post says INVALID_PARAMETER.
     word(256) = 42;
     DAT_RMR_TRIPLET misaligned = remote(260, 8);
-    ASSERT_EQ(dat_ib_post_fetch_and_add(a, 1, &result, cookie(2), &misaligned, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    const DAT_RETURN posted =
+        dat_ib_post_fetch_and_add(a, 1, &result, cookie(2), &misaligned, DAT_COMPLETION_DEFAULT_FLAG);
+    if (posted != kOk) {
+        EXPECT_NE(std::getenv("FASTDAPL_TEST_IA"), nullptr) << "the software IAs refuse it at the target";
+        EXPECT_EQ(type_of(posted), t(DAT_INVALID_PARAMETER));
+        EXPECT_EQ(word(256), 42u);
+        return;
+    }
     DAT_EVENT e = next(dto_a);
     ASSERT_EQ(e.event_number, kIbDtoEvent);
     EXPECT_NE(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
