@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 namespace fastdapl::core {
@@ -20,7 +21,11 @@ constexpr std::size_t kQuarantine = 4096;
 } // namespace
 
 Arena g_arena;
-const bool g_debug = std::getenv("FASTDAPL_DEBUG") != nullptr;
+// As the registry reads it: set, not empty and not "0".
+const bool g_debug = [] {
+    const char* v = std::getenv("FASTDAPL_DEBUG");
+    return v && *v && std::strcmp(v, "0") != 0;
+}();
 
 bool Arena::reserve()
 {

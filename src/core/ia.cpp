@@ -28,6 +28,38 @@ namespace {
 constexpr std::uint32_t kProviderMajor = 0;
 constexpr std::uint32_t kProviderMinor = 1;
 
+// The file this provider was loaded from, for FASTDAPL_LIBRARY: with two
+// registries and dat.conf lines naming libraries by path or by soname, an
+// admin needs to see which file a program actually runs.
+std::string provider_library()
+{
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<const void*>(&provider_library), &info) == 0 || !info.dli_fname)
+        return "(unknown)";
+    return info.dli_fname;
+}
+
+// FASTDAPL_DEBUG: one line on stderr at the first open of each IA name,
+// saying which library, IA and data path the program runs on.
+void say_provider_in_use(const std::string& name, const std::vector<std::pair<std::string, std::string>>& specific)
+{
+    static std::mutex mutex;
+    static std::vector<std::string> said;
+    std::lock_guard lock(mutex);
+    if (std::find(said.begin(), said.end(), name) != said.end())
+        return;
+    said.push_back(name);
+    std::string library = "(unknown)", data_path = "(unknown)";
+    for (const auto& [k, v] : specific) {
+        if (k == "FASTDAPL_LIBRARY")
+            library = v;
+        else if (k == "FASTDAPL_DATA_PATH")
+            data_path = v;
+    }
+    std::fprintf(stderr, "fastdapl: IA %s: library %s, data path %s\n", name.c_str(), library.c_str(),
+                 data_path.c_str());
+}
+
 } // namespace
 
 // The IA handle a consumer holds: the registry that hosts us gave it out, and
@@ -93,6 +125,7 @@ DAT_RETURN ia_open(const std::string& ia_params, const DAT_PROVIDER* table, cons
     // Every IA reads remote memory; consumers written for the reference
     // (its dtest) look for this name before they post RDMA reads.
     ia->specific.emplace_back("DAT_IB_RDMA_READ", "TRUE");
+    ia->specific.emplace_back("FASTDAPL_LIBRARY", provider_library());
     for (const auto& [k, v] : ia->specific)
         ia->specific_attrs.push_back({k.c_str(), v.c_str()});
     ia->cm = ia->device->make_connections(*ia);
@@ -111,6 +144,8 @@ DAT_RETURN ia_open(const std::string& ia_params, const DAT_PROVIDER* table, cons
     } else {
         ia->async_evd = shared; // nullptr for DAT_EVD_ASYNC_EXISTS
     }
+    if (g_debug)
+        say_provider_in_use(ia->name, ia->specific);
     *ia_out = ia;
     return DAT_SUCCESS;
 }

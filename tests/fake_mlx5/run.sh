@@ -36,7 +36,8 @@ export LD_LIBRARY_PATH="$build/src/registry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 unset FASTDAPL_MLX5_DIRECT
 
 data_path() {
-    LD_PRELOAD="$shim" "$dat_info" 2>&1 | sed -n 's/^.*FASTDAPL_DATA_PATH[ :=]*//p' | head -n 1
+    # This IA only: the softnic IAs of the same dat.conf say theirs too.
+    LD_PRELOAD="$shim" "$dat_info" -q fastdapl-mlx5_0-1 2>&1 | sed -n 's/^.*FASTDAPL_DATA_PATH[ :=]*//p' | head -n 1
 }
 
 path=$(data_path)

@@ -96,6 +96,39 @@ TEST_F(Provider, QueryReportsAddressAndHonestAttributes)
               static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
 }
 
+// FASTDAPL_LIBRARY and FASTDAPL_DATA_PATH say which file and data path the
+// IA runs on (dat_info prints them; FASTDAPL_DEBUG=1 at dat_ia_open).
+TEST_F(Provider, SaysWhichLibraryAndDataPathItRuns)
+{
+    DAT_PROVIDER_ATTR pattr{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_ALL, &pattr), kOk);
+    std::string library, data_path;
+    int libraries = 0, data_paths = 0;
+    for (DAT_COUNT i = 0; i < pattr.num_provider_specific_attr; ++i) {
+        const DAT_NAMED_ATTR& a = pattr.provider_specific_attr[i];
+        ASSERT_NE(a.name, nullptr);
+        ASSERT_NE(a.value, nullptr);
+        if (std::strcmp(a.name, "FASTDAPL_LIBRARY") == 0) {
+            library = a.value;
+            ++libraries;
+        } else if (std::strcmp(a.name, "FASTDAPL_DATA_PATH") == 0) {
+            data_path = a.value;
+            ++data_paths;
+        }
+    }
+    EXPECT_EQ(libraries, 1);
+    EXPECT_EQ(data_paths, 1);
+    // The file the registry loaded: an absolute path to libfastdapl.so.2[.x.y].
+    ASSERT_FALSE(library.empty());
+    EXPECT_EQ(library.front(), '/') << library;
+    EXPECT_NE(library.find("/libfastdapl.so.2"), std::string::npos) << library;
+    EXPECT_EQ(access(library.c_str(), R_OK), 0) << library;
+    if (ia_is_verbs(ia))
+        EXPECT_TRUE(data_path.rfind("generic verbs", 0) == 0 || data_path.rfind("mlx5 direct", 0) == 0) << data_path;
+    else
+        EXPECT_EQ(data_path, "softnic tcp");
+}
+
 TEST(ProviderOpen, ArgumentErrors)
 {
     DAT_IA_HANDLE ia;

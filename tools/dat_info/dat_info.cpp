@@ -11,6 +11,7 @@
 #include <dat2/fastdapl.h> // after udat.h
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -41,8 +42,9 @@ void usage(FILE* out)
                  "usage: dat_info [options] [IA_NAME...]\n"
                  "       dat_info --conf\n"
                  "Lists the RDMA devices and ports of this host, the providers of the DAT\n"
-                 "registry (dat.conf) and, for each IA, opens it and prints every IA and\n"
-                 "provider attribute.\n"
+                 "registry (dat.conf) and the libdat2.so.2 file in use and, for each IA,\n"
+                 "opens it and prints the provider library and data path in use and every\n"
+                 "IA and provider attribute.\n"
                  "\n"
                  "  -n, --no-open   list the registry only; do not open the IAs\n"
                  "  -q, --quiet     do not print the dat.conf entries, diagnostics and RDMA ports\n"
@@ -53,7 +55,7 @@ void usage(FILE* out)
                  "\n"
                  "The registry reads $DAT_OVERRIDE if set, else /etc/dat.conf, else the\n"
                  "installation's etc/dat.conf. Set FASTDAPL_DEBUG=1 to see why an entry\n"
-                 "is skipped or a provider fails to load.\n");
+                 "is skipped or a provider fails to load. See dat_info(1).\n");
 }
 
 std::string error_text(DAT_RETURN rc)
@@ -342,6 +344,38 @@ void print_provider_attr(const DAT_PROVIDER_ATTR& p)
     print_named("num_provider_specific_attr", p.num_provider_specific_attr, p.provider_specific_attr);
 }
 
+// The value of a provider-specific attribute, or nullptr.
+const char* named_value(const DAT_PROVIDER_ATTR& p, const char* name)
+{
+    for (DAT_COUNT i = 0; p.provider_specific_attr && i < p.num_provider_specific_attr; ++i) {
+        const DAT_NAMED_ATTR& a = p.provider_specific_attr[i];
+        if (a.name && a.value && std::strcmp(a.name, name) == 0)
+            return a.value;
+    }
+    return nullptr;
+}
+
+// Which library and data path the IA runs on, as FASTDAPL_DEBUG=1 says it
+// at dat_ia_open (fastdapl's FASTDAPL_LIBRARY and FASTDAPL_DATA_PATH).
+void print_in_use(const DAT_PROVIDER_ATTR& p)
+{
+    const char* library = named_value(p, "FASTDAPL_LIBRARY");
+    const char* data_path = named_value(p, "FASTDAPL_DATA_PATH");
+    std::printf("  In use\n");
+    std::printf("    %-40s %s\n", "library", library ? library : "(not said by this provider)");
+    std::printf("    %-40s %s\n", "data path", data_path ? data_path : "(not said by this provider)");
+}
+
+// The registry library this program runs on (ours or the reference's: both
+// are libdat2.so.2, the library path and ld.so.conf decide).
+std::string registry_library()
+{
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<const void*>(&dat_registry_list_providers), &info) == 0 || !info.dli_fname)
+        return "(unknown)";
+    return info.dli_fname;
+}
+
 // What fastdapl adds on the async EVD (<dat2/fastdapl.h>). Fixed text: printed
 // in full for the first IA that has it, as a pointer back for the others.
 void print_added_events(const DAT_PROVIDER_ATTR& p, const char* ia_name)
@@ -380,6 +414,7 @@ bool show_ia(const DAT_PROVIDER_INFO& info)
     rc = dat_ia_query(ia, &async_evd, DAT_IA_FIELD_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, &provider_attr);
     bool ok = rc == DAT_SUCCESS;
     if (ok) {
+        print_in_use(provider_attr);
         print_ia_attr(ia_attr);
         print_provider_attr(provider_attr);
         print_added_events(provider_attr, info.ia_name);
@@ -456,7 +491,8 @@ int main(int argc, char** argv)
         std::printf("dat_registry_list_providers failed: %s\n", error_text(rc).c_str());
         return 1;
     }
-    std::printf("Registry: %d provider%s\n", returned, returned == 1 ? "" : "s");
+    std::printf("Registry: %d provider%s (registry library %s)\n", returned, returned == 1 ? "" : "s",
+                registry_library().c_str());
     int failures = 0, shown = 0;
     for (DAT_COUNT i = 0; i < returned; ++i) {
         const DAT_PROVIDER_INFO& info = infos[static_cast<std::size_t>(i)];

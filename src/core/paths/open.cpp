@@ -128,6 +128,8 @@ DAT_RETURN open_device_path(const std::string& ia_params, std::unique_ptr<Device
     if (!resolve_address(ia_params, address))
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
     path = std::make_unique<SoftnicPath>(address);
+    // As verbs IAs say theirs (dat_info and FASTDAPL_DEBUG print it).
+    specific.emplace_back("FASTDAPL_DATA_PATH", "softnic tcp");
     // Consumers written for IB providers size messages by the transport's
     // MTU when not told (the reference's dtestsrq refuses to run without
     // it). The softnic has no packets; 4096 is the largest IB/RoCE MTU.
