@@ -7,6 +7,8 @@
 
 #include <endian.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -50,6 +53,26 @@ constexpr std::size_t kDirectPlacementMin = 64 * 1024;
 // A SEND or WRITE at least this large goes from the consumer's memory to the
 // socket (sendmsg), not through the gather and output buffers.
 constexpr std::size_t kDirectSendMin = 64 * 1024;
+
+// FASTDAPL_DEBUG set: why a connection broke, with the kernel's view of the
+// stream (retransmissions, backoff), on stderr. Only where a connection
+// ends, never on the data path.
+void report_broken(int fd, std::uint32_t qpn, const char* where, int err)
+{
+    static const bool debug = std::getenv("FASTDAPL_DEBUG") != nullptr;
+    if (!debug)
+        return;
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+        len = 0;
+    std::fprintf(stderr,
+                 "fastdapl softnic: QP 0x%x: connection broken (%s: %s); tcp: rto %u us, retransmits of the "
+                 "last segment %u, in all %u, last ack received %u ms ago\n",
+                 qpn, where, err ? std::strerror(err) : "end of stream without a disconnect frame",
+                 len ? ti.tcpi_rto : 0, len ? ti.tcpi_retransmits : 0, len ? ti.tcpi_total_retrans : 0,
+                 len ? ti.tcpi_last_ack_recv : 0);
+}
 
 struct WireHeader {
     std::uint8_t type, flags, syndrome, version;
@@ -767,7 +790,10 @@ bool Device::flush_direct(Qp& qp, bool& moved)
             continue;
         // The consumer's memory was unmapped while it was being sent (the
         // kernel says EFAULT), or the peer is gone: the frame is cut short.
-        fail(qp, errno == EFAULT ? MLX5_CQE_SYNDROME_LOCAL_PROT_ERR : MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
+        const bool fault = n < 0 && errno == EFAULT;
+        if (!fault)
+            report_broken(qp.fd_, qp.qpn_, "send", n < 0 ? errno : 0);
+        fail(qp, fault ? MLX5_CQE_SYNDROME_LOCAL_PROT_ERR : MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
         moved = true;
         return false;
     }
@@ -791,6 +817,7 @@ bool Device::flush_output(Qp& qp)
             break;
         if (n < 0 && errno == EINTR)
             continue;
+        report_broken(qp.fd_, qp.qpn_, "send", n < 0 ? errno : 0);
         fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true); // the peer is gone
         return true;
     }
@@ -966,6 +993,7 @@ bool Device::receive(Qp& qp)
 {
     bool worked = false;
     bool peer_closed = false, broken = false;
+    int broken_errno = 0;
     qp.waiting_for_recv_ = false;
     // A member, not the stack: progress also runs on consumer threads, whose
     // stacks may be small (dapltest's are).
@@ -997,6 +1025,7 @@ bool Device::receive(Qp& qp)
             continue;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
             broken = true;
+            broken_errno = errno;
         }
         parse_frames(qp); // what arrived before the end of the stream
         break;
@@ -1006,10 +1035,12 @@ bool Device::receive(Qp& qp)
     // behind a send that has no receive buffer, so look past it.
     if ((peer_closed || broken) && qp.state() == QpState::ready) {
         const bool orderly = peer_closed && !broken && qp.direct_.remaining == 0 && has_disconnect_frame(qp.in_);
-        if (orderly)
+        if (orderly) {
             fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
-        else
+        } else {
+            report_broken(qp.fd_, qp.qpn_, "receive", broken_errno);
             fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
+        }
         worked = true;
     }
     return worked;
@@ -1088,6 +1119,7 @@ Device::Take Device::receive_direct(Qp& qp)
         return Take::taken;
     }
     if (n <= 0) { // the stream ended inside a message: broken
+        report_broken(qp.fd_, qp.qpn_, "receive", n < 0 ? errno : 0);
         fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
         return Take::failed;
     }

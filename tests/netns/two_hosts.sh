@@ -4,8 +4,9 @@
 # interface. Debian's dtest and dapltest and our dat_perf run with the
 # server in A and the client in B:
 #   1. a clean link;
-#   2. nftables dropping 5% of the packets both ways (TCP retransmits:
-#      everything still passes);
+#   2. nftables dropping 5% of the packets at each namespace's input and
+#      output: a packet crosses two of those, so about 10% are lost each
+#      way (TCP retransmits: everything still passes);
 #   3. the link cut (every packet dropped) under a running transfer: both
 #      sides must see their connection broken within the softnic's link
 #      timeout (FASTDAPL_SOFTNIC_TIMEOUT_MS, set short here), and exit;
@@ -133,7 +134,7 @@ dtest_pair clean-rdma-validate -D -b 65536
 dapltest_pair clean
 perf_pair clean -q
 
-# 2. 5% loss both ways.
+# 2. 5% loss at each hook, about 10% each way.
 loss "$ns_a" 5
 loss "$ns_b" 5
 dtest_pair lossy
