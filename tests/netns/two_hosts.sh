@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # fastdapl-tcp between two hosts: two network namespaces joined by a veth
 # pair (A 10.77.0.1, B 10.77.0.2), each with its own dat.conf naming its
-# interface. Debian's dtest and dapltest and our dat_perf run with the
-# server in A and the client in B:
+# interface. Debian's dtest and dapltest, our dat_perf and the provider
+# gtests' two-process tests (test_two_process: its server child moves to A)
+# run with the server in A and the client in B:
 #   1. a clean link;
 #   2. nftables dropping 5% of the packets at each namespace's input and
 #      output: a packet crosses two of those, so about 10% are lost each
@@ -47,6 +48,10 @@ echo "fastdapl-tcp u2.0 nonthreadsafe default $prov fastdapl.0.1 \"vb\" \"\"" >"
 in_a() { ip netns exec "$ns_a" env LD_LIBRARY_PATH="$build/src/registry" DAT_OVERRIDE="$work/a.conf" "$@"; }
 in_b() { ip netns exec "$ns_b" env LD_LIBRARY_PATH="$build/src/registry" DAT_OVERRIDE="$work/b.conf" "$@"; }
 dat_perf=$build/tools/dat_perf/dat_perf
+# test_two_process runs in B; its server child joins A's namespace and opens
+# fastdapl-va there.
+{ cat "$work/b.conf"; echo "fastdapl-va u2.0 nonthreadsafe default $prov fastdapl.0.1 \"va\" \"\""; } >"$work/ab.conf"
+two_process=$build/tests/provider/test_two_process
 
 fail=0
 ok() { echo "ok: $*"; }
@@ -128,11 +133,25 @@ perf_pair() { # label, dat_perf options...
     fi
 }
 
+gtest_pair() { # label
+    local label=$1
+    ip netns exec "$ns_b" env LD_LIBRARY_PATH="$build/src/registry" DAT_OVERRIDE="$work/ab.conf" \
+        FASTDAPL_TEST_SERVER_IA=fastdapl-va FASTDAPL_TEST_SERVER_NETNS="/run/netns/$ns_a" \
+        timeout 180 "$two_process" >"$work/gtest.$label" 2>&1
+    local rc=$?
+    if [ $rc = 0 ] && grep -q "PASSED" "$work/gtest.$label"; then
+        ok "test_two_process $label across namespaces: $(grep -E '^\[  PASSED  \]' "$work/gtest.$label")"
+    else
+        bad "test_two_process $label (exit $rc)"; grep -E "FAILED|Failure|Expected|Which is" "$work/gtest.$label" | head -12
+    fi
+}
+
 # 1. A clean link.
 dtest_pair clean
 dtest_pair clean-rdma-validate -D -b 65536
 dapltest_pair clean
 perf_pair clean -q
+gtest_pair clean
 
 # 2. 5% loss at each hook, about 10% each way.
 loss "$ns_a" 5
@@ -141,6 +160,7 @@ dtest_pair lossy
 dtest_pair lossy-rdma-validate -D -b 65536
 dapltest_pair lossy
 perf_pair lossy -q
+gtest_pair lossy
 loss "$ns_a" 0
 loss "$ns_b" 0
 

@@ -1,6 +1,9 @@
 // libfastdapl through the public DAT API across two processes: data and
 // private data both ways, remote protection errors that leave the target
-// untouched, and a peer killed mid-transfer.
+// untouched, and a peer killed mid-transfer. The server child may run in
+// another network namespace on an IA of its own (tests/netns: two hosts):
+// FASTDAPL_TEST_SERVER_NETNS names the namespace (a file such as
+// /run/netns/NAME), FASTDAPL_TEST_SERVER_IA its IA (default: the client's).
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
@@ -9,7 +12,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +32,7 @@ DAT_RETURN type_of(DAT_RETURN rc) { return DAT_GET_TYPE(rc); }
 
 // What the server child tells the parent through a pipe.
 struct Offer {
+    sockaddr_storage server; // its IA's address: the client connects there
     DAT_CONN_QUAL qual;
     DAT_VADDR address;
     DAT_RMR_CONTEXT rmr_context;
@@ -33,10 +41,11 @@ struct Offer {
 
 // One end in one process: IA, PZ, EVDs, an EP and a registered buffer.
 struct End {
-    explicit End(std::size_t bytes, DAT_MEM_PRIV_FLAGS privileges = DAT_MEM_PRIV_ALL_FLAG, char fill = 0)
+    explicit End(std::size_t bytes, DAT_MEM_PRIV_FLAGS privileges = DAT_MEM_PRIV_ALL_FLAG, char fill = 0,
+                 const char* ia_name = test_ia_name())
         : buffer(bytes, fill)
     {
-        ok = dat_ia_open(test_ia_name(), 8, &async, &ia) == kOk &&
+        ok = dat_ia_open(const_cast<char*>(ia_name), 8, &async, &ia) == kOk &&
              dat_pz_create(ia, &pz) == kOk &&
              dat_evd_create(ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &recv_evd) == kOk &&
              dat_evd_create(ia, 256, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &request_evd) == kOk &&
@@ -59,6 +68,14 @@ struct End {
         ok = ok && dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &ia_attr, 0, nullptr) == kOk;
         if (ok)
             address = ia_attr.ia_address_ptr;
+    }
+    // The IA's address, for the client to connect to.
+    sockaddr_storage ia_address() const
+    {
+        sockaddr_storage a{};
+        if (address)
+            std::memcpy(&a, address, address->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+        return a;
     }
     ~End()
     {
@@ -104,8 +121,16 @@ struct End {
     DAT_IA_ADDRESS_PTR address = nullptr;
 };
 
+// The IA the server child opens (FASTDAPL_TEST_SERVER_IA, else the client's).
+const char* server_ia_name()
+{
+    const char* name = std::getenv("FASTDAPL_TEST_SERVER_IA");
+    return name && *name ? name : test_ia_name();
+}
+
 // Forks a server; `body` runs in the child with the write end of a pipe and
 // returns its exit status. The parent gets the child's pid and read end.
+// The child first moves to FASTDAPL_TEST_SERVER_NETNS's namespace, if set.
 template <typename Body>
 pid_t fork_server(int& read_fd, Body body)
 {
@@ -116,6 +141,12 @@ pid_t fork_server(int& read_fd, Body body)
     if (pid == 0) {
         close(fds[0]);
         alarm(60); // a child never outlives a broken test
+        if (const char* ns = std::getenv("FASTDAPL_TEST_SERVER_NETNS"); ns && *ns) {
+            const int fd = open(ns, O_RDONLY | O_CLOEXEC);
+            if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
+                _exit(90);
+            close(fd);
+        }
         _exit(body(fds[1]));
     }
     close(fds[1]);
@@ -148,7 +179,8 @@ std::vector<char> pattern(std::size_t n, char seed)
 
 bool connect(End& end, const Offer& offer, const std::vector<char>& pdata, DAT_EVENT& established)
 {
-    return dat_ep_connect(end.ep, end.address, offer.qual, kWait, static_cast<DAT_COUNT>(pdata.size()),
+    return dat_ep_connect(end.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_storage*>(&offer.server)),
+                          offer.qual, kWait, static_cast<DAT_COUNT>(pdata.size()),
                           const_cast<char*>(pdata.data()), DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG) == kOk &&
            end.next(end.conn_evd, established) && established.event_number == DAT_CONNECTION_EVENT_ESTABLISHED;
 }
@@ -167,7 +199,7 @@ TEST(TwoProcesses, PrivateDataBothWaysSendReceiveAndGracefulDisconnect)
     const std::vector<char> request_pdata = pattern(64, 'r'), reply_pdata = pattern(96, 'a');
     int fd = -1;
     const pid_t child = fork_server(fd, [&](int out) {
-        End server(1 << 16);
+        End server(1 << 16, DAT_MEM_PRIV_ALL_FLAG, 0, server_ia_name());
         if (!server.ok)
             return 10;
         Offer offer{};
@@ -177,6 +209,7 @@ TEST(TwoProcesses, PrivateDataBothWaysSendReceiveAndGracefulDisconnect)
         DAT_LMR_TRIPLET r = server.piece(0, 4096);
         if (dat_ep_post_recv(server.ep, 1, &r, DAT_DTO_COOKIE{.as_64 = 77}, DAT_COMPLETION_DEFAULT_FLAG) != kOk)
             return 12;
+        offer.server = server.ia_address();
         if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer))
             return 13;
         std::vector<char> theirs;
@@ -244,7 +277,7 @@ TEST_P(RemoteViolation, FailsTheWriterAndLeavesTheTargetUntouched)
     const bool out_of_range = privileges == DAT_MEM_PRIV_ALL_FLAG;
     int fd = -1;
     const pid_t child = fork_server(fd, [&](int out) {
-        End server(8192, privileges, 'S');
+        End server(8192, privileges, 'S', server_ia_name());
         if (!server.ok)
             return 10;
         Offer offer{};
@@ -254,6 +287,7 @@ TEST_P(RemoteViolation, FailsTheWriterAndLeavesTheTargetUntouched)
         offer.address = reinterpret_cast<DAT_VADDR>(server.buffer.data());
         offer.rmr_context = server.rmr_context;
         offer.length = server.buffer.size();
+        offer.server = server.ia_address();
         if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
             return 12;
         DAT_EVENT e;
@@ -303,7 +337,7 @@ TEST(TwoProcesses, PeerKilledMidTransferBreaksAndFlushesEverything)
     constexpr std::size_t kChunk = 1 << 20;
     int fd = -1;
     const pid_t child = fork_server(fd, [&](int out) {
-        End server(kChunk);
+        End server(kChunk, DAT_MEM_PRIV_ALL_FLAG, 0, server_ia_name());
         if (!server.ok)
             return 10;
         Offer offer{};
@@ -313,6 +347,7 @@ TEST(TwoProcesses, PeerKilledMidTransferBreaksAndFlushesEverything)
         offer.address = reinterpret_cast<DAT_VADDR>(server.buffer.data());
         offer.rmr_context = server.rmr_context;
         offer.length = server.buffer.size();
+        offer.server = server.ia_address();
         if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
             return 12;
         pause(); // the engine thread serves the writes until the parent kills us
