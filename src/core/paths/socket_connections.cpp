@@ -29,6 +29,9 @@ softnic::Qp* qp_of(Ep& ep)
     return static_cast<SoftnicEpQueues*>(ep.queues)->qp;
 }
 
+// TCP_RTO_MAX_MS (Linux 6.15), which the C library's headers may not name yet.
+constexpr int kTcpRtoMaxMs = 44;
+
 // How long a connection may go without the peer acknowledging what was
 // sent, or answering keepalive probes when idle, before it is broken:
 // FASTDAPL_SOFTNIC_TIMEOUT_MS, default 10 s (README). A cut link or a dead
@@ -57,6 +60,12 @@ void watch_link(int fd)
     // connection now and then (tests/netns at 5% loss on each hook).
     const int linear = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_THIN_LINEAR_TIMEOUTS, &linear, sizeof linear);
+    // With many segments in flight (a large message) that does not apply:
+    // cap the interval instead, at a tenth of the timeout (at least 1 s, the
+    // least Linux takes), so that about ten retries fit in it. Kernels
+    // before 6.15 refuse the option and keep TCP's doubling.
+    const int rto_max_ms = std::clamp(ms / 10, 1000, 120000);
+    setsockopt(fd, IPPROTO_TCP, kTcpRtoMaxMs, &rto_max_ms, sizeof rto_max_ms);
     // Idle: probes from a third of the timeout on, three of them a ninth apart.
     const int on = 1, idle = std::max(1, ms / 3000), interval = std::max(1, ms / 9000), count = 3;
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
