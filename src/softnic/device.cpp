@@ -1098,7 +1098,7 @@ void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::u
     const bool allowed = memory_.check(rkey, addr, length, kRemoteWrite, qp.pd_, qp.qpn_, &host);
     auto* const to = reinterpret_cast<std::uint8_t*>(host);
     const bool refused = !allowed || (n && !guarded_copy(to, arrived, n)); // unmapped since registration
-    qp.direct_ = {to + n, length - n, refused};
+    qp.direct_ = {refused ? nullptr : to + n, length - n, refused};
 }
 
 Device::Take Device::receive_direct(Qp& qp)
