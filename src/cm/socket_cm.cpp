@@ -176,6 +176,12 @@ void SocketCm::start_connect(Conn& c)
         return;
     }
     set_nodelay(c.fd);
+    // The TIME_WAIT this connection leaves behind must not refuse a later
+    // listener on its port: a qualifier can map into the ephemeral range
+    // (0xaffab1e is port 43806), and Linux lets a listener bind over
+    // TIME_WAIT only when both sockets said SO_REUSEADDR.
+    const int one = 1;
+    setsockopt(c.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&c.remote), sizeof c.remote) != 0 && errno != EINPROGRESS) {
         c.error = errno;
         ::close(c.fd);
