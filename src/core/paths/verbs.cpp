@@ -729,6 +729,10 @@ DAT_RETURN post_extended(Ep* ep, ibv_send_wr& wr, std::uint32_t operation, std::
     if (const int err = ibv_post_send(q->qp, &wr, &bad); err != 0) {
         if (g_debug)
             std::fprintf(stderr, "fastdapl: extended request refused: %s\n", std::strerror(err));
+        // EINVAL: the device refuses the request itself (Soft-RoCE: an
+        // atomic's misaligned target), past our checks; else a full queue.
+        if (err == EINVAL)
+            return error(DAT_INVALID_PARAMETER, DAT_NO_SUBTYPE);
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     }
     q->send_posted = seq + 1;
