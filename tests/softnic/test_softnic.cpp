@@ -123,14 +123,14 @@ struct Pages {
     std::uint64_t at(std::size_t i) const { return base + i * page_size(); }
     void unmap(std::size_t i)
     {
-        if (base && !(gone & (1u << i))) {
+        if (base && !gone[i]) {
             EXPECT_EQ(munmap(reinterpret_cast<void*>(at(i)), page_size()), 0);
         }
-        gone |= 1u << i;
+        gone[i] = true;
     }
     std::size_t n;
     std::uint64_t base = 0;
-    unsigned gone = 0;
+    std::vector<bool> gone = std::vector<bool>(n);
 };
 
 } // namespace
