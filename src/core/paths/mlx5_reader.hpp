@@ -40,16 +40,30 @@ inline std::uint32_t operation_of(std::uint8_t mlx5_opcode)
 }
 
 // A request into a send queue in the mlx5 layout (softnic or mlx5 device);
-// the doorbell is the caller's. False when the queue is full.
+// the doorbell is the caller's. False when the queue is full. `imm`: the
+// control segment's 32 bits besides (immediate data, or the key a send
+// invalidates), stored as given.
 [[gnu::always_inline]] inline bool write_request(fastpath::SendQueue& sq, std::uint8_t opcode, DAT_COUNT n,
                                                  const DAT_LMR_TRIPLET* iov, std::uint32_t total, std::uint64_t cookie,
-                                                 const DAT_RMR_TRIPLET* remote, std::uint8_t ctrl_flags)
+                                                 const DAT_RMR_TRIPLET* remote, std::uint8_t ctrl_flags,
+                                                 std::uint32_t imm = 0)
 {
     fastpath::RemoteAddress ra{};
     if (remote)
         ra = {remote->virtual_address, remote->rmr_context};
     return sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
-                   remote ? &ra : nullptr, 0, ctrl_flags, cookie);
+                   remote ? &ra : nullptr, imm, ctrl_flags, cookie);
+}
+
+// An 8-byte compare and swap or fetch and add into such a queue; the
+// doorbell is the caller's. False when the queue is full.
+inline bool write_atomic(fastpath::SendQueue& sq, std::uint8_t opcode, const DAT_LMR_TRIPLET& local,
+                         const DAT_RMR_TRIPLET& remote, std::uint64_t swap_add, std::uint64_t compare,
+                         std::uint64_t cookie, std::uint8_t ctrl_flags)
+{
+    const fastpath::RemoteAddress ra{remote.virtual_address, remote.rmr_context};
+    return sq.post_atomic(opcode, *reinterpret_cast<const fastpath::Sge*>(&local), ra, swap_add, compare, ctrl_flags,
+                          cookie);
 }
 
 // `have` plus the CQEs ready in `view`, up to `limit` (none consumed).

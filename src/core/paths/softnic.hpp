@@ -121,11 +121,7 @@ inline DAT_RETURN post_with_immediate(Ep* ep, std::uint8_t opcode, DAT_COUNT n, 
                                       std::uint32_t imm, std::uint8_t ctrl_flags)
 {
     auto* q = static_cast<SoftnicEpQueues*>(ep->queues);
-    fastpath::RemoteAddress ra{};
-    if (remote)
-        ra = {remote->virtual_address, remote->rmr_context};
-    if (!q->sq.post(opcode, reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), total,
-                    remote ? &ra : nullptr, imm, ctrl_flags, cookie))
+    if (!write_request(q->sq, opcode, n, iov, total, cookie, remote, ctrl_flags, imm))
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     q->sq.publish_only();
     if (!q->caller_sends || total > kSoftnicCallerSendLimit || !q->device->kick(q->qp))
@@ -138,9 +134,7 @@ inline DAT_RETURN post_atomic(Ep* ep, std::uint8_t opcode, const DAT_LMR_TRIPLET
                               std::uint8_t ctrl_flags)
 {
     auto* q = static_cast<SoftnicEpQueues*>(ep->queues);
-    const fastpath::RemoteAddress ra{remote.virtual_address, remote.rmr_context};
-    if (!q->sq.post_atomic(opcode, *reinterpret_cast<const fastpath::Sge*>(&local), ra, swap_add, compare, ctrl_flags,
-                           cookie))
+    if (!write_atomic(q->sq, opcode, local, remote, swap_add, compare, cookie, ctrl_flags))
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     q->sq.publish_only();
     if (!q->caller_sends || !q->device->kick(q->qp))
