@@ -261,12 +261,41 @@ TEST(SocketCm, RequestBeforeItsListenerIsTriedAgainBriefly)
     EXPECT_EQ(r->outcome, Outcome::established);
     h.cm.unlisten(2);
 
-    // Nobody ever listens: no_listener, after the grace and well before the timeout.
-    const auto start = std::chrono::steady_clock::now();
-    r = h.result_for(h.cm.connect(loopback(), port, 1, {}, 5s));
+    // Nobody ever listens: no_listener, after the grace (3 s) and well
+    // before the timeout.
+    auto start = std::chrono::steady_clock::now();
+    r = h.result_for(h.cm.connect(loopback(), port, 1, {}, 30s));
     ASSERT_TRUE(r);
     EXPECT_EQ(r->outcome, Outcome::no_listener);
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 2900ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+
+    // A timeout shorter than the grace ends the retries: still no_listener.
+    start = std::chrono::steady_clock::now();
+    r = h.result_for(h.cm.connect(loopback(), port, 1, {}, 300ms));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::no_listener);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2500ms);
+}
+
+// A listener that comes seconds late (its peer announced it over a lossy
+// link) is still found within the grace.
+TEST(SocketCm, ListenerTwoSecondsLateIsStillFound)
+{
+    Harness h;
+    std::uint64_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 1), 0);
+    h.cm.unlisten(1);
+    const std::uint64_t attempt = h.cm.connect(loopback(), port, 1, {}, 30s);
+    std::this_thread::sleep_for(2s);
+    ASSERT_EQ(h.cm.listen(loopback(), port, 2), 0);
+    auto req = h.pop(h.requests);
+    ASSERT_TRUE(req);
+    ASSERT_TRUE(h.cm.accept(req->id, 2, {}, 5s));
+    auto r = h.result_for(attempt);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->outcome, Outcome::established);
+    h.cm.unlisten(2);
 }
 
 TEST(SocketCm, SilentPeerTimesOut)
