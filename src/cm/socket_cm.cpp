@@ -9,12 +9,17 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <ifaddrs.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <tuple>
 
 namespace fastdapl::cm {
@@ -44,9 +49,36 @@ void set_nodelay(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// The local flavour's name for a port: abstract (no file to clean up), per
+// user, so that two users' IAs on one host do not meet.
+socklen_t local_name(std::uint16_t port, sockaddr_un& out)
+{
+    std::memset(&out, 0, sizeof out);
+    out.sun_family = AF_UNIX;
+    const int n = std::snprintf(out.sun_path + 1, sizeof out.sun_path - 1, "fastdapl-shm/%u/%u",
+                                static_cast<unsigned>(getuid()), static_cast<unsigned>(port));
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + static_cast<std::size_t>(n));
+}
+
+// Whether `a` is one of this host's IPv4 addresses (loopback included).
+bool is_this_host(const sockaddr_in& a)
+{
+    if ((ntohl(a.sin_addr.s_addr) >> 24) == 127)
+        return true;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0)
+        return false;
+    bool found = false;
+    for (ifaddrs* i = list; i && !found; i = i->ifa_next)
+        found = i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == a.sin_addr.s_addr;
+    freeifaddrs(list);
+    return found;
+}
+
 } // namespace
 
-SocketCm::SocketCm(Callbacks callbacks) : callbacks_(std::move(callbacks))
+SocketCm::SocketCm(Callbacks callbacks, bool local) : callbacks_(std::move(callbacks)), local_(local)
 {
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     thread_ = std::thread([this] { run(); });
@@ -93,9 +125,47 @@ int SocketCm::listen(const sockaddr_in& addr, std::uint64_t& qual, std::uint64_t
             return 0;
         }
     }
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const int fd = open_listener(addr, port);
     if (fd < 0)
         return errno;
+    if (qual == 0)
+        qual = port;
+    ports_[port] = Port{fd, addr, {{qual, listener_id}}};
+    listeners_[listener_id] = {port, qual};
+    wake();
+    return 0;
+}
+
+int SocketCm::open_listener(const sockaddr_in& addr, std::uint16_t& port)
+{
+    const int fd = ::socket(local_ ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    if (local_) {
+        // Any free port: the kernel has no ephemeral range for abstract
+        // names, so try from a random point of the usual one.
+        const bool any = port == 0;
+        std::uint16_t p = port;
+        if (any)
+            p = static_cast<std::uint16_t>(49152 + std::random_device{}() % 16384);
+        for (int tries = 0; tries < (any ? 16384 : 1); ++tries) {
+            sockaddr_un name;
+            const socklen_t len = local_name(p, name);
+            if (::bind(fd, reinterpret_cast<const sockaddr*>(&name), len) == 0) {
+                if (::listen(fd, 128) != 0)
+                    break;
+                port = p;
+                return fd;
+            }
+            if (errno != EADDRINUSE)
+                break;
+            p = static_cast<std::uint16_t>(p == 65535 ? 49152 : p + 1);
+        }
+        const int err = errno;
+        ::close(fd);
+        errno = err;
+        return -1;
+    }
     // Reuse a port whose earlier connections linger in TIME_WAIT; a port
     // another socket listens on is still refused (EADDRINUSE).
     const int one = 1;
@@ -105,17 +175,13 @@ int SocketCm::listen(const sockaddr_in& addr, std::uint64_t& qual, std::uint64_t
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 128) != 0) {
         const int err = errno;
         ::close(fd);
-        return err;
+        errno = err;
+        return -1;
     }
     socklen_t len = sizeof a;
     getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
     port = ntohs(a.sin_port);
-    if (qual == 0)
-        qual = port;
-    ports_[port] = Port{fd, {{qual, listener_id}}};
-    listeners_[listener_id] = {port, qual};
-    wake();
-    return 0;
+    return fd;
 }
 
 void SocketCm::unlisten(std::uint64_t listener_id)
@@ -174,6 +240,29 @@ std::uint64_t SocketCm::connect(const sockaddr_in& remote, std::uint64_t qual, s
 void SocketCm::start_connect(Conn& c)
 {
     c.error = 0;
+    if (local_) {
+        // Only this host's processes are reachable over shared memory.
+        if (!is_this_host(c.remote)) {
+            c.error = EHOSTUNREACH;
+            c.fd = -1;
+            return;
+        }
+        c.fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (c.fd < 0) {
+            c.error = errno;
+            return;
+        }
+        sockaddr_un name;
+        const socklen_t len = local_name(ntohs(c.remote.sin_port), name);
+        if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&name), len) != 0) {
+            // No such name, or its backlog full: refused, tried again shortly.
+            c.error = errno == ENOENT || errno == EAGAIN ? ECONNREFUSED : errno;
+            ::close(c.fd);
+            c.fd = -1;
+            c.retry_at = std::chrono::steady_clock::now() + kRefusedRetry;
+        }
+        return;
+    }
     c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (c.fd < 0) {
         c.error = errno;
@@ -435,7 +524,8 @@ void SocketCm::run()
                         c.fd = fd;
                         c.state = State::wait_request;
                         c.port = static_cast<std::uint16_t>(id);
-                        c.remote = peer;
+                        // A Unix socket's peer has no IPv4 address: it is on this host.
+                        c.remote = local_ ? ports_[static_cast<std::uint16_t>(id)].address : peer;
                         c.deadline = std::chrono::steady_clock::now() + kRequestTimeout;
                         conns_[next_id_.fetch_add(1)] = std::move(c);
                     }

@@ -51,7 +51,12 @@ public:
         std::function<void(std::uint64_t id, Outcome, int fd, const Message&)> on_result;
     };
 
-    explicit SocketCm(Callbacks callbacks);
+    // `local`: the fastdapl-shm flavour. Ports are abstract Unix socket
+    // names ("fastdapl-shm/<uid>/<port>": one port space per user and
+    // network namespace) instead of TCP ports, and only addresses of this
+    // host can be connected to (others are unreachable); the stream handed
+    // over is a Unix socket.
+    explicit SocketCm(Callbacks callbacks, bool local = false);
     ~SocketCm();
     SocketCm(const SocketCm&) = delete;
     SocketCm& operator=(const SocketCm&) = delete;
@@ -95,14 +100,18 @@ private:
         int error = 0;
         std::chrono::steady_clock::time_point refused_until, retry_at;
     };
-    // A new TCP connection attempt for `c` (c.fd, or -1 and c.error).
-    static void start_connect(Conn& c);
+    // A new connection attempt for `c` (c.fd, or -1 and c.error).
+    void start_connect(Conn& c);
+    // A socket bound and listening on `port` (0: any free one, written
+    // back), or -1 and errno.
+    int open_listener(const sockaddr_in& addr, std::uint16_t& port);
     struct Listener {
         std::uint16_t port = 0;
         std::uint64_t qual = 0;
     };
     struct Port { // one listening socket, the qualifiers that share it
         int fd = -1;
+        sockaddr_in address{}; // local: the address requests say they came from (this host's)
         std::map<std::uint64_t, std::uint64_t> listeners; // qualifier -> listener id
     };
     struct Pending { // callbacks to run once the lock is released
@@ -118,6 +127,7 @@ private:
     void wake();
 
     Callbacks callbacks_;
+    const bool local_;
     std::mutex mutex_;
     std::map<std::uint64_t, Listener> listeners_;
     std::map<std::uint16_t, Port> ports_;

@@ -465,12 +465,13 @@ void Device::destroy_qp(Qp* qp)
         ::close(qp->fd_);
         qp->fd_ = -1;
     }
+    qp->shm_.reset();
     qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end());
     qpn_used_[qp->qpn_ - kFirstQpn] = false;
     delete qp;
 }
 
-bool Device::connect(Qp* qp, int fd)
+bool Device::connect(Qp* qp, int fd, bool shm)
 {
     std::lock_guard lock(mutex_);
     if (fd < 0)
@@ -481,11 +482,22 @@ bool Device::connect(Qp* qp, int fd)
         // so the peer ends orderly too. The caller closes the socket.
         if (qp->goodbye_owed_) {
             qp->goodbye_owed_ = false;
-            send_goodbye_now(fd);
+            if (shm)
+                ShmLink::send_goodbye(fd);
+            else
+                send_goodbye_now(fd);
         }
         return false;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (shm) {
+        qp->shm_.reset(ShmLink::create(fd));
+        if (!qp->shm_) { // no memory for the ring: the connection ends broken
+            qp->state_.store(QpState::ready, std::memory_order_release);
+            fail(*qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+            return false;
+        }
+    }
     qp->fd_ = fd;
     qp->epoll_mask_ = EPOLLIN;
     epoll_event ev{};
@@ -495,6 +507,7 @@ bool Device::connect(Qp* qp, int fd)
         // The consumer may have seen the connection established already:
         // it ends, broken, so it hears of it (the caller closes the socket).
         qp->fd_ = -1;
+        qp->shm_.reset();
         qp->state_.store(QpState::ready, std::memory_order_release);
         fail(*qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
         return false;
@@ -518,8 +531,12 @@ void Device::disconnect(Qp* qp)
         while (qp->state() == QpState::ready && qp->output_pending() &&
                std::chrono::steady_clock::now() < deadline) {
             if (!flush_output(*qp)) {
-                pollfd p{qp->fd_, POLLOUT, 0};
-                ::poll(&p, 1, 10);
+                if (qp->shm_) { // room comes as the peer reads; the socket says nothing of it
+                    ::usleep(1000);
+                } else {
+                    pollfd p{qp->fd_, POLLOUT, 0};
+                    ::poll(&p, 1, 10);
+                }
             }
         }
         if (qp->state() == QpState::ready)
@@ -604,8 +621,11 @@ bool Device::kick(Qp* qp)
 void Device::progress_as_consumer()
 {
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (lock.owns_lock())
+    if (lock.owns_lock()) {
+        consumer_round_ = true;
         progress_locked(true);
+        consumer_round_ = false;
+    }
 }
 
 void Device::run()
@@ -654,13 +674,28 @@ void Device::run()
         // record before its load of the flag (SendQueue::wake_software_engine):
         // no fence is needed here.
         sleeping_.store(1, std::memory_order_seq_cst);
+        bool rings = false;
         {
             std::lock_guard lock(mutex_);
-            busy = progress_locked();
+            // Shared-memory peers: their next write wakes us on the socket
+            // (the flag first, then this round's look at the rings).
+            for (Qp* qp : qps_) {
+                if (qp->shm_ && qp->state() == QpState::ready) {
+                    rings = true;
+                    busy |= !qp->shm_->prepare_to_sleep();
+                }
+            }
+            busy |= progress_locked();
         }
         if (!busy && !stop_.load())
             epoll_wait(epoll_fd_, events, 32, 200);
         sleeping_.store(0);
+        if (rings) {
+            std::lock_guard lock(mutex_);
+            for (Qp* qp : qps_)
+                if (qp->shm_)
+                    qp->shm_->woke();
+        }
         std::uint64_t drained;
         [[maybe_unused]] ssize_t n = ::read(wake_fd_, &drained, sizeof drained);
     }
@@ -728,7 +763,8 @@ void Device::update_epoll(Qp& qp)
 {
     if (qp.fd_ < 0)
         return;
-    const std::uint32_t want = qp.output_pending() && !qp.acks_held_ ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
+    // A full ring is announced by the peer's wake-up byte, not EPOLLOUT.
+    const std::uint32_t want = qp.output_pending() && !qp.acks_held_ && !qp.shm_ ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
     if (want == qp.epoll_mask_)
         return;
     epoll_event ev{};
@@ -765,14 +801,34 @@ bool Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint
     return true;
 }
 
+ssize_t Device::wire_send(Qp& qp, const iovec* iov, std::size_t count)
+{
+    if (qp.shm_)
+        return qp.shm_->write(iov, count);
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = count;
+    return ::sendmsg(qp.fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+ssize_t Device::wire_receive(Qp& qp, void* into, std::size_t want)
+{
+    if (!qp.shm_)
+        return ::recv(qp.fd_, into, want, 0);
+    // A polling consumer reads the rings; the socket (the peer's end, its
+    // wake-ups) only every kShmSocketLook-th time it finds nothing, so that
+    // an idle poll costs no system call. The engine thread always looks:
+    // it was woken by the socket.
+    constexpr std::uint32_t kShmSocketLook = 128;
+    const bool look = !consumer_round_ || ++qp.shm_empty_looks_ % kShmSocketLook == 0;
+    return qp.shm_->read(into, want, look);
+}
+
 bool Device::flush_direct(Qp& qp, bool& moved)
 {
     Qp::DirectSend& d = qp.direct_send_;
     while (qp.fd_ >= 0 && d.first < d.count) {
-        msghdr msg{};
-        msg.msg_iov = d.iov + d.first;
-        msg.msg_iovlen = d.count - d.first;
-        const ssize_t n = ::sendmsg(qp.fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        const ssize_t n = wire_send(qp, d.iov + d.first, d.count - d.first);
         if (n > 0) {
             moved = true;
             auto left = static_cast<std::size_t>(n);
@@ -807,7 +863,8 @@ bool Device::flush_output(Qp& qp)
     if (!flush_direct(qp, moved) || qp.direct_send_.first < qp.direct_send_.count)
         return moved;
     while (qp.fd_ >= 0 && qp.out_sent_ < qp.out_.size()) {
-        const ssize_t n = ::send(qp.fd_, qp.out_.data() + qp.out_sent_, qp.out_.size() - qp.out_sent_, MSG_NOSIGNAL);
+        const iovec out{qp.out_.data() + qp.out_sent_, qp.out_.size() - qp.out_sent_};
+        const ssize_t n = wire_send(qp, &out, 1);
         if (n > 0) {
             qp.out_sent_ += static_cast<std::size_t>(n);
             moved = true;
@@ -1011,7 +1068,7 @@ bool Device::receive(Qp& qp)
                 return true;
             break; // nothing more to read now
         }
-        const ssize_t n = ::recv(qp.fd_, buf, receive_buffer_.size(), 0);
+        const ssize_t n = wire_receive(qp, buf, receive_buffer_.size());
         if (n > 0) {
             qp.in_.insert(qp.in_.end(), buf, buf + n);
             worked = true;
@@ -1034,7 +1091,11 @@ bool Device::receive(Qp& qp)
     // The end is orderly only if the peer said so: a frame may still wait
     // behind a send that has no receive buffer, so look past it.
     if ((peer_closed || broken) && qp.state() == QpState::ready) {
-        const bool orderly = peer_closed && !broken && qp.direct_.remaining == 0 && has_disconnect_frame(qp.in_);
+        // Our own goodbye sent (a graceful disconnect), the peer's close is
+        // its answer; it may come before our round that ends the drain.
+        const bool orderly = peer_closed && !broken && qp.direct_.remaining == 0 &&
+                             (has_disconnect_frame(qp.in_) || (qp.shm_ && qp.shm_->goodbye_seen()) ||
+                              (qp.drain_ == Qp::Drain::goodbye && !qp.output_pending()));
         if (orderly) {
             fail(qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false);
         } else {
@@ -1109,7 +1170,7 @@ Device::Take Device::receive_direct(Qp& qp)
     std::uint8_t* const into = d.refused ? receive_buffer_.data() : tail ? &last : d.to;
     const std::size_t want = d.refused ? std::min(d.remaining, receive_buffer_.size()) : tail ? 1 : d.remaining - 1;
     // The kernel reports memory unmapped since registration as EFAULT.
-    const ssize_t n = ::recv(qp.fd_, into, want, 0);
+    const ssize_t n = wire_receive(qp, into, want);
     if (n < 0 && errno == EINTR)
         return Take::taken;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -1408,6 +1469,7 @@ void Device::fail(Qp& qp, std::uint8_t syndrome, bool requester_error)
         ::close(qp.fd_);
         qp.fd_ = -1;
     }
+    qp.shm_.reset();
     qp.out_.clear();
     qp.out_sent_ = 0;
     qp.direct_send_.count = qp.direct_send_.first = 0;

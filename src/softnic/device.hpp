@@ -6,6 +6,7 @@
 
 #include "memory_table.hpp"
 #include "queues.hpp" // SoftwareDoorbell
+#include "shm_link.hpp"
 
 #include <infiniband/mlx5dv.h>
 #include <sys/uio.h>
@@ -221,6 +222,10 @@ private:
     // engine state (under the device's mutex)
     std::atomic<QpState> state_{QpState::reset};
     int fd_ = -1;
+    // On a fastdapl-shm IA the frames go through shared-memory rings; fd_
+    // is then the Unix socket beside them (wake-ups and the end).
+    std::unique_ptr<ShmLink> shm_;
+    std::uint32_t shm_empty_looks_ = 0; // a polling consumer reads the socket every kShmSocketLook-th time
     std::uint32_t sq_next_ = 0; // next basic block to execute
     std::uint32_t rq_next_ = 0; // next receive WQE to consume
     std::deque<InFlight> inflight_;
@@ -292,7 +297,9 @@ public:
     // it did not take `fd` (the caller closes it): the queue pair was
     // disconnected first (the peer is told goodbye on `fd`), or `fd` cannot
     // be watched (the connection ends broken: on_ended reports it).
-    bool connect(Qp* qp, int fd);
+    // `shm`: fd is a Unix stream socket to a process on this host, and the
+    // frames go through shared-memory rings set up over it (ShmLink).
+    bool connect(Qp* qp, int fd, bool shm = false);
     // Breaks the connection: every outstanding WQE completes as flushed.
     // The peer is told it was deliberate (its side ends orderly), also when
     // connect() comes later.
@@ -382,6 +389,10 @@ private:
     void remote_access_error(Qp& qp);
     bool handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv);
     bool flush_output(Qp& qp);
+    // The wire's send and receive: the socket's, or the shared-memory
+    // rings' (same results as sendmsg and recv on a non-blocking socket).
+    ssize_t wire_send(Qp& qp, const iovec* iov, std::size_t count);
+    ssize_t wire_receive(Qp& qp, void* into, std::size_t want);
     // Sends qp.direct_send_'s unsent part; false when the queue pair failed.
     bool flush_direct(Qp& qp, bool& moved);
     enum class Take { taken, none, failed };
@@ -423,6 +434,7 @@ private:
     // times a consumer went to sleep while the engine thread yielded.
     std::atomic<std::uint32_t> consumer_polls_{0}, consumer_left_{0};
     std::atomic<bool> engine_yields_{false};
+    bool consumer_round_ = false; // progress_locked runs on a polling consumer's thread
     std::thread thread_;
 };
 

@@ -1,6 +1,9 @@
 // A peer that speaks the socket CM's handshake by hand over a loopback
 // socket and then sends softnic frames the library's own peers never send.
 // Found by tests/provider/fuzz_wire_peer.cpp; these are its regressions.
+// On fastdapl-shm (FASTDAPL_TEST_IA), the peer speaks the handshake over the
+// abstract Unix socket and then attacks the shared-memory link: descriptors
+// that are not sealed rings, stray bytes, corrupt ring counters.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
@@ -13,10 +16,16 @@
 #include <endian.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -54,6 +63,7 @@ protected:
         std::memcpy(&address, attr.ia_address_ptr, sizeof address);
         if (ia_is_verbs(ia))
             GTEST_SKIP() << "the socket CM and softnic frames are the softnic's";
+        shm = provider_specific(ia, "FASTDAPL_DATA_PATH") == "softnic shm";
         ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
         ASSERT_EQ(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto), kOk);
         ASSERT_EQ(dat_evd_create(ia, 16, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn), kOk);
@@ -79,11 +89,22 @@ protected:
     // reply and sends ready: the stream now belongs to the queue pairs.
     void handshake()
     {
-        fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        ASSERT_GE(fd, 0);
-        sockaddr_in to = address;
-        to.sin_port = htons(static_cast<std::uint16_t>(qual));
-        ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+        if (shm) { // the socket CM's local flavour: "fastdapl-shm/<uid>/<port>", abstract
+            fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+            ASSERT_GE(fd, 0);
+            sockaddr_un to{};
+            to.sun_family = AF_UNIX;
+            const int n = std::snprintf(to.sun_path + 1, sizeof to.sun_path - 1, "fastdapl-shm/%u/%u", getuid(),
+                                        static_cast<unsigned>(qual & 0xffff));
+            const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+            ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), len), 0);
+        } else {
+            fd = ::socket(AF_INET, SOCK_STREAM, 0);
+            ASSERT_GE(fd, 0);
+            sockaddr_in to = address;
+            to.sin_port = htons(static_cast<std::uint16_t>(qual));
+            ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+        }
         std::vector<std::uint8_t> body;
         put32(body, static_cast<std::uint32_t>(qual >> 32));
         put32(body, static_cast<std::uint32_t>(qual));
@@ -130,7 +151,69 @@ protected:
     DAT_CONN_QUAL qual = 0;
     sockaddr_in address{};
     int fd = -1;
+    bool shm = false;
 };
+
+// The shared-memory link (src/softnic/shm_link): a page of counters (head
+// at 0, tail at 64, reader_sleeps at 128, writer_waits at 192), then 2 MiB
+// of ring; each side sends its receive ring's memfd, sealed against
+// shrinking, with the byte 'R'; 'W' wakes, 'G' says goodbye.
+constexpr std::size_t kRingMap = 4096 + (2u << 20);
+
+// Sends one byte with a descriptor (or none).
+void send_with_fd(int socket, char byte, int passed)
+{
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (passed >= 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &passed, sizeof passed);
+    }
+    ASSERT_EQ(::sendmsg(socket, &msg, MSG_NOSIGNAL), 1);
+}
+
+// A memfd of `bytes`, sealed against shrinking or not.
+int ring_memfd(std::size_t bytes, bool sealed)
+{
+    const int m = memfd_create("hostile-ring", MFD_ALLOW_SEALING);
+    if (m < 0 || ftruncate(m, static_cast<off_t>(bytes)) != 0)
+        return -1;
+    if (sealed && fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        return -1;
+    return m;
+}
+
+// The library's receive ring, which it sent after the handshake.
+void* take_library_ring(int socket)
+{
+    char byte = 0;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    pollfd p{socket, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0 || ::recvmsg(socket, &msg, 0) != 1 || byte != 'R')
+        return nullptr;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_type != SCM_RIGHTS)
+        return nullptr;
+    int ring;
+    std::memcpy(&ring, CMSG_DATA(c), sizeof ring);
+    void* map = ::mmap(nullptr, kRingMap, PROT_READ | PROT_WRITE, MAP_SHARED, ring, 0);
+    ::close(ring);
+    return map == MAP_FAILED ? nullptr : map;
+}
 
 // A SEND frame whose payload the stream ends before: the connection is
 // broken (no goodbye came), and looking for a goodbye behind the cut frame
@@ -138,6 +221,8 @@ protected:
 // scan beyond the buffer; AddressSanitizer builds caught it).
 TEST_F(HostilePeer, StreamEndingInsideAFrameBreaksTheConnection)
 {
+    if (shm)
+        GTEST_SKIP() << "a TCP stream's frames; fastdapl-shm's link has its own tests below";
     handshake();
     if (HasFatalFailure() || IsSkipped())
         return;
@@ -150,5 +235,100 @@ TEST_F(HostilePeer, StreamEndingInsideAFrameBreaksTheConnection)
     ::shutdown(fd, SHUT_WR);
     EXPECT_EQ(next_connection_event(), DAT_CONNECTION_EVENT_BROKEN);
 }
+
+// fastdapl-shm: what the peer passes for its ring, and what it does to the
+// counters of the ring it writes into. Each attack breaks that connection
+// (BROKEN), nothing else: the IA goes on accepting, and the process lives
+// (an unsealed ring the peer could shrink would turn an access into SIGBUS).
+enum class ShmAttack { unsealed_ring, short_ring, no_descriptor, two_descriptors, stray_byte, head_past_ring, bad_frame };
+
+class HostileShmPeer : public HostilePeer, public ::testing::WithParamInterface<ShmAttack> {};
+
+TEST_P(HostileShmPeer, BreaksOnlyItsConnection)
+{
+    if (!shm)
+        GTEST_SKIP() << "fastdapl-shm only (FASTDAPL_TEST_IA=fastdapl-shm)";
+    handshake();
+    if (HasFatalFailure() || IsSkipped())
+        return;
+    void* theirs = take_library_ring(fd); // where we write
+    ASSERT_NE(theirs, nullptr);
+    auto* const counters = static_cast<std::uint8_t*>(theirs);
+    switch (GetParam()) {
+    case ShmAttack::unsealed_ring: {
+        const int m = ring_memfd(kRingMap, false);
+        ASSERT_GE(m, 0);
+        send_with_fd(fd, 'R', m);
+        ::close(m);
+        break;
+    }
+    case ShmAttack::short_ring: {
+        const int m = ring_memfd(4096, true);
+        ASSERT_GE(m, 0);
+        send_with_fd(fd, 'R', m);
+        ::close(m);
+        break;
+    }
+    case ShmAttack::no_descriptor:
+        send_with_fd(fd, 'R', -1);
+        break;
+    case ShmAttack::two_descriptors: {
+        const int m = ring_memfd(kRingMap, true);
+        ASSERT_GE(m, 0);
+        send_with_fd(fd, 'R', m);
+        send_with_fd(fd, 'R', m); // a second ring
+        ::close(m);
+        break;
+    }
+    case ShmAttack::stray_byte:
+        send_with_fd(fd, 'x', -1);
+        break;
+    case ShmAttack::head_past_ring: // claims more bytes than the ring holds
+        reinterpret_cast<std::atomic<std::uint64_t>*>(counters)->store(3u << 20);
+        send_with_fd(fd, 'W', -1);
+        break;
+    case ShmAttack::bad_frame: { // a frame of version 9, properly in the ring
+        static const std::uint8_t frame[24] = {1, 0, 0, 9};
+        std::memcpy(counters + 4096, frame, sizeof frame);
+        reinterpret_cast<std::atomic<std::uint64_t>*>(counters)->store(sizeof frame);
+        send_with_fd(fd, 'W', -1);
+        break;
+    }
+    }
+    // Something for the library to send, so that it looks at the link even
+    // where the attack is only on the socket.
+    std::uint64_t word = 0;
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lctx;
+    DAT_RMR_CONTEXT rctx;
+    DAT_REGION_DESCRIPTION region{};
+    region.for_va = &word;
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof word, pz, DAT_MEM_PRIV_ALL_FLAG,
+                             DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, nullptr, nullptr),
+              kOk);
+    DAT_LMR_TRIPLET iov{reinterpret_cast<DAT_VADDR>(&word), sizeof word, lctx};
+    DAT_DTO_COOKIE cookie{};
+    EXPECT_EQ(dat_ep_post_send(ep, 1, &iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(next_connection_event(), DAT_CONNECTION_EVENT_BROKEN);
+    ::munmap(theirs, kRingMap);
+    // The IA still works: another connection, a well-behaved one, is set up.
+    ::close(fd);
+    fd = -1;
+    ASSERT_EQ(dat_ep_free(ep), kOk);
+    DAT_EVENT e{};
+    DAT_COUNT nmore;
+    while (dat_evd_dequeue(dto, &e) == kOk) {
+    }
+    ASSERT_EQ(dat_ep_create(ia, pz, dto, dto, conn, nullptr, &ep), kOk);
+    handshake();
+    EXPECT_NE(take_library_ring(fd), nullptr);
+    EXPECT_EQ(dat_lmr_free(lmr), kOk);
+    (void)nmore;
+}
+
+INSTANTIATE_TEST_SUITE_P(Attacks, HostileShmPeer,
+                         ::testing::Values(ShmAttack::unsealed_ring, ShmAttack::short_ring, ShmAttack::no_descriptor,
+                                           ShmAttack::two_descriptors, ShmAttack::stray_byte,
+                                           ShmAttack::head_past_ring, ShmAttack::bad_frame));
 
 } // namespace

@@ -125,8 +125,8 @@ TEST_F(Provider, SaysWhichLibraryAndDataPathItRuns)
     EXPECT_EQ(access(library.c_str(), R_OK), 0) << library;
     if (ia_is_verbs(ia))
         EXPECT_TRUE(data_path.rfind("generic verbs", 0) == 0 || data_path.rfind("mlx5 direct", 0) == 0) << data_path;
-    else
-        EXPECT_EQ(data_path, "softnic tcp");
+    else // the IA's kind: ia_params "shm" (fastdapl-shm), else TCP
+        EXPECT_EQ(data_path, std::string(test_ia_name()).find("shm") != std::string::npos ? "softnic shm" : "softnic tcp");
 }
 
 TEST(ProviderOpen, ArgumentErrors)

@@ -12,6 +12,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace fastdapl::core {
@@ -125,11 +126,14 @@ DAT_RETURN open_device_path(const std::string& ia_params, std::unique_ptr<Device
     int family = AF_UNSPEC;
     if (verbs::parse_ia_params(ia_params, device_name, port, &family))
         return open_verbs(device_name, port, family, path, address, specific);
-    if (!resolve_address(ia_params, address))
+    // "shm [interface or address]": the shared-memory kind, for processes of
+    // this host; its address is the interface's (loopback by default).
+    const bool shm = ia_params == "shm" || ia_params.starts_with("shm ");
+    if (!resolve_address(shm ? ia_params.substr(std::min<std::size_t>(4, ia_params.size())) : ia_params, address))
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
-    path = std::make_unique<SoftnicPath>(address);
+    path = std::make_unique<SoftnicPath>(address, shm);
     // As verbs IAs say theirs (dat_info and FASTDAPL_DEBUG print it).
-    specific.emplace_back("FASTDAPL_DATA_PATH", "softnic tcp");
+    specific.emplace_back("FASTDAPL_DATA_PATH", shm ? "softnic shm" : "softnic tcp");
     // Consumers written for IB providers size messages by the transport's
     // MTU when not told (the reference's dtestsrq refuses to run without
     // it). The softnic has no packets; 4096 is the largest IB/RoCE MTU.

@@ -1,6 +1,7 @@
 // The connection seam on softnic IAs: the socket CM (src/cm/socket_cm) runs
 // the request/reply/ready handshake on its own thread and hands the finished
-// TCP stream to the queue pair.
+// stream to the queue pair (TCP; on fastdapl-shm a Unix socket, over which
+// the queue pair sets up its shared-memory rings).
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include "../connection.hpp"
@@ -76,12 +77,13 @@ void watch_link(int fd)
 
 class SocketConnections final : public ConnectionManager {
 public:
-    SocketConnections(Ia& ia, softnic::Device& device)
-        : device_(device),
+    SocketConnections(Ia& ia, softnic::Device& device, bool shm)
+        : device_(device), shm_(shm),
           cm_(cm::SocketCm::Callbacks{[&ia](const cm::Request& r) { cm_request(&ia, incoming(r)); },
                                       [&ia](std::uint64_t id, cm::Outcome o, int fd, const cm::Message& m) {
                                           cm_result(&ia, id, outcome_of(o), fd, m.private_data);
-                                      }})
+                                      }},
+              shm)
     {
     }
 
@@ -112,8 +114,9 @@ public:
     void will_establish(Ep&, std::uint64_t) override {}
     void established(Ep& ep, int fd) override
     {
-        watch_link(fd);
-        if (!device_.connect(qp_of(ep), fd))
+        if (!shm_) // a Unix socket's peer is on this host: it ends when the process does
+            watch_link(fd);
+        if (!device_.connect(qp_of(ep), fd, shm_))
             ::close(fd);
     }
     void failed(Ep& ep) override { device_.disconnect(qp_of(ep)); }
@@ -123,14 +126,15 @@ public:
 
 private:
     softnic::Device& device_;
+    const bool shm_; // fastdapl-shm: Unix sockets and shared-memory rings
     cm::SocketCm cm_;
 };
 
 } // namespace
 
-std::unique_ptr<ConnectionManager> make_socket_connections(Ia& ia, softnic::Device& device)
+std::unique_ptr<ConnectionManager> make_socket_connections(Ia& ia, softnic::Device& device, bool shm)
 {
-    return std::make_unique<SocketConnections>(ia, device);
+    return std::make_unique<SocketConnections>(ia, device, shm);
 }
 
 } // namespace fastdapl::core

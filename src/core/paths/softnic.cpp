@@ -13,7 +13,7 @@
 
 namespace fastdapl::core {
 
-std::unique_ptr<ConnectionManager> make_socket_connections(Ia& ia, softnic::Device& device);
+std::unique_ptr<ConnectionManager> make_socket_connections(Ia& ia, softnic::Device& device, bool shm);
 
 namespace {
 
@@ -57,7 +57,8 @@ void connection_ended(void* context, bool orderly)
 
 } // namespace
 
-SoftnicPath::SoftnicPath(const sockaddr_storage&) : DevicePath(PathKind::softnic), device_(new softnic::Device)
+SoftnicPath::SoftnicPath(const sockaddr_storage&, bool shm)
+    : DevicePath(PathKind::softnic), device_(new softnic::Device), shm_(shm)
 {
     // FASTDAPL_SOFTNIC_INLINE=0: every post wakes the engine thread (to
     // measure the fast path alone, or compare).
@@ -69,7 +70,7 @@ SoftnicPath::~SoftnicPath() = default;
 
 std::unique_ptr<ConnectionManager> SoftnicPath::make_connections(Ia& ia)
 {
-    return make_socket_connections(ia, *device_);
+    return make_socket_connections(ia, *device_, shm_);
 }
 
 DAT_RETURN SoftnicPath::create_pd(Pz& pz)

@@ -52,7 +52,9 @@ struct SoftnicSrqRing : SrqRing {
 
 class SoftnicPath : public DevicePath {
 public:
-    explicit SoftnicPath(const sockaddr_storage& address);
+    // `shm`: the fastdapl-shm kind (processes of one host, shared-memory
+    // rings); else TCP.
+    SoftnicPath(const sockaddr_storage& address, bool shm);
     ~SoftnicPath() override;
 
     std::unique_ptr<ConnectionManager> make_connections(Ia& ia) override;
@@ -87,6 +89,7 @@ public:
 
 private:
     std::unique_ptr<softnic::Device> device_;
+    bool shm_ = false;
     bool caller_sends_ = true;
     // Completions name their queue pair: a table indexed by its number,
     // read without a lock on every completion.

@@ -1,0 +1,291 @@
+// The shared-memory wire of the fastdapl-shm IA (shm_link.hpp).
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "shm_link.hpp"
+
+#include "fault_guard.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace fastdapl::softnic {
+
+namespace {
+
+constexpr std::size_t kControlBytes = 4096;
+constexpr std::size_t kMapBytes = kControlBytes + ShmLink::kRingBytes;
+constexpr std::uint64_t kMask = ShmLink::kRingBytes - 1;
+// Bytes on the socket after setup.
+constexpr char kRingMessage = 'R'; // carries the sender's receive ring (SCM_RIGHTS)
+constexpr char kWake = 'W';
+constexpr char kGoodbye = 'G';
+
+void* map_ring(int fd)
+{
+    void* p = ::mmap(nullptr, kMapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+void send_byte(int socket, char byte)
+{
+    [[maybe_unused]] ssize_t n = ::send(socket, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+} // namespace
+
+ShmLink* ShmLink::create(int socket)
+{
+    // The ring is sealed at its size before the peer gets it: a peer that
+    // could shrink it would turn our next access into SIGBUS.
+    const int fd = memfd_create("fastdapl-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return nullptr;
+    void* map = nullptr;
+    if (ftruncate(fd, kMapBytes) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
+        !(map = map_ring(fd))) {
+        ::close(fd);
+        return nullptr;
+    }
+    auto* link = new ShmLink;
+    link->socket_ = socket;
+    link->rx_ = new (map) RingControl{};
+    link->rx_bytes_ = static_cast<std::uint8_t*>(map) + kControlBytes;
+    // The descriptor, with one byte naming what it is.
+    char byte = kRingMessage;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    const ssize_t sent = ::sendmsg(socket, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::close(fd); // the mapping and the peer's copy keep the memory
+    if (sent != 1) {
+        link->socket_ = -1;
+        delete link;
+        return nullptr;
+    }
+    return link;
+}
+
+ShmLink::~ShmLink()
+{
+    if (rx_)
+        ::munmap(rx_, kMapBytes);
+    if (tx_)
+        ::munmap(tx_, kMapBytes);
+}
+
+void ShmLink::send_goodbye(int socket) { send_byte(socket, kGoodbye); }
+
+bool ShmLink::map_peer_ring(int fd)
+{
+    // Only a sealed memfd of the agreed size: anything else could shrink
+    // under us or be something other than memory.
+    struct stat st {};
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (tx_ || seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL) ||
+        fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < kMapBytes)
+        return false;
+    void* map = map_ring(fd);
+    if (!map)
+        return false;
+    tx_ = static_cast<RingControl*>(map);
+    tx_bytes_ = static_cast<std::uint8_t*>(map) + kControlBytes;
+    tx_head_ = tx_->head.load(std::memory_order_relaxed); // a fresh ring's is 0; checked on every write
+    return true;
+}
+
+int ShmLink::drain_socket()
+{
+    if (ended_)
+        return 0;
+    for (;;) {
+        char bytes[64];
+        iovec iov{bytes, sizeof bytes};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        const ssize_t n = ::recvmsg(socket_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != ECONNRESET)
+            return -1; // EAGAIN: nothing more; anything else: broken
+        // A Unix socket closed with bytes unread (wake-ups) resets its
+        // peer: that is the end of the stream too; the rings say whether
+        // it was orderly (the goodbye frame).
+        if (n <= 0) {
+            ended_ = true;
+            return 0;
+        }
+        // Descriptors: one ring, with the byte that names it; any other is
+        // closed, and the link fails.
+        bool protocol_error = (msg.msg_flags & MSG_CTRUNC) != 0;
+        int ring_fd = -1;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            const std::size_t fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (std::size_t i = 0; i < fds; ++i) {
+                int fd;
+                std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+                if (ring_fd < 0 && bytes[0] == kRingMessage)
+                    ring_fd = fd;
+                else {
+                    ::close(fd);
+                    protocol_error = true;
+                }
+            }
+        }
+        for (ssize_t i = 0; i < n; ++i) {
+            if (bytes[i] == kGoodbye)
+                goodbye_seen_ = true;
+            else if (bytes[i] == kRingMessage)
+                protocol_error |= i != 0 || ring_fd < 0;
+            else if (bytes[i] != kWake)
+                protocol_error = true;
+        }
+        if (ring_fd >= 0) {
+            protocol_error |= !map_peer_ring(ring_fd);
+            ::close(ring_fd);
+        }
+        if (protocol_error) {
+            errno = EPROTO;
+            return -1;
+        }
+    }
+}
+
+void ShmLink::wake_peer() { send_byte(socket_, kWake); }
+
+ssize_t ShmLink::write(const iovec* iov, std::size_t count)
+{
+    if (!tx_) { // the peer's ring has not come yet: perhaps it is waiting on the socket
+        if (drain_socket() < 0 && errno != EAGAIN)
+            return -1;
+        if (!tx_) {
+            errno = ended_ ? EPIPE : EAGAIN;
+            return -1;
+        }
+    }
+    // The peer's tail: behind our head by at most the ring, or corrupt.
+    std::uint64_t tail = tx_->tail.load(std::memory_order_acquire);
+    if (tx_head_ - tail > kRingBytes) {
+        errno = EPROTO;
+        return -1;
+    }
+    std::uint64_t room = kRingBytes - (tx_head_ - tail);
+    if (room == 0) {
+        // Ask for a wake-up, then look once more (the consumer clears the
+        // flag after it moved its tail: one of the two sees the other).
+        tx_->writer_waits.store(1, std::memory_order_seq_cst);
+        tail = tx_->tail.load(std::memory_order_seq_cst);
+        if (tx_head_ - tail > kRingBytes) {
+            errno = EPROTO;
+            return -1;
+        }
+        room = kRingBytes - (tx_head_ - tail);
+        if (room == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+    std::uint64_t head = tx_head_;
+    for (std::size_t i = 0; i < count && room > 0; ++i) {
+        const auto* from = static_cast<const std::uint8_t*>(iov[i].iov_base);
+        std::size_t left = std::min<std::uint64_t>(iov[i].iov_len, room);
+        while (left > 0) {
+            const std::size_t at = head & kMask;
+            const std::size_t n = std::min(left, kRingBytes - at);
+            if (!guarded_copy(tx_bytes_ + at, from, n)) { // the source was unmapped under us
+                if (head == tx_head_) {
+                    errno = EFAULT;
+                    return -1;
+                }
+                left = 0;
+                room = 0;
+                break;
+            }
+            from += n;
+            head += n;
+            left -= n;
+            room -= n;
+        }
+    }
+    const auto moved = static_cast<ssize_t>(head - tx_head_);
+    tx_head_ = head;
+    tx_->head.store(head, std::memory_order_seq_cst); // before the look at reader_sleeps
+    if (tx_->reader_sleeps.load(std::memory_order_seq_cst) && tx_->reader_sleeps.exchange(0))
+        wake_peer();
+    return moved;
+}
+
+ssize_t ShmLink::read(void* into, std::size_t want, bool look_at_socket)
+{
+    const std::uint64_t head = rx_->head.load(std::memory_order_acquire);
+    if (head - rx_tail_ > kRingBytes) {
+        errno = EPROTO;
+        return -1;
+    }
+    std::size_t n = std::min<std::uint64_t>(want, head - rx_tail_);
+    if (n == 0) {
+        // Empty: the end of the stream counts only once the ring is read
+        // out (the peer wrote its last frames before it closed).
+        if (!look_at_socket) {
+            errno = EAGAIN;
+            return -1;
+        }
+        const int r = drain_socket();
+        if (r < 0 && errno != EAGAIN)
+            return -1;
+        // Bytes may have come while the socket was read.
+        const std::uint64_t again = rx_->head.load(std::memory_order_acquire);
+        if (again - rx_tail_ > kRingBytes) {
+            errno = EPROTO;
+            return -1;
+        }
+        n = std::min<std::uint64_t>(want, again - rx_tail_);
+        if (n == 0) {
+            if (ended_)
+                return 0;
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+    const std::size_t at = rx_tail_ & kMask;
+    const std::size_t first = std::min(n, kRingBytes - at);
+    auto* to = static_cast<std::uint8_t*>(into);
+    if (!guarded_copy(to, rx_bytes_ + at, first) || (n > first && !guarded_copy(to + first, rx_bytes_, n - first))) {
+        errno = EFAULT; // the target was unmapped under us; nothing is consumed
+        return -1;
+    }
+    rx_tail_ += n;
+    rx_->tail.store(rx_tail_, std::memory_order_seq_cst); // before the look at writer_waits
+    if (rx_->writer_waits.load(std::memory_order_seq_cst) && rx_->writer_waits.exchange(0))
+        wake_peer();
+    return static_cast<ssize_t>(n);
+}
+
+bool ShmLink::prepare_to_sleep()
+{
+    rx_->reader_sleeps.store(1, std::memory_order_seq_cst);
+    return rx_->head.load(std::memory_order_seq_cst) == rx_tail_;
+}
+
+} // namespace fastdapl::softnic

@@ -1,0 +1,90 @@
+// A queue pair's wire between two processes on one host (the fastdapl-shm
+// IA): two single-producer single-consumer byte rings in shared memory,
+// one per direction, carrying the same frames as the TCP stream, beside a
+// Unix stream socket that carries only what rings cannot: the ring's file
+// descriptor at setup, wake-up bytes for a side that sleeps, and the end of
+// the connection (the socket closes when the peer closes or dies).
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace fastdapl::softnic {
+
+// The shared head of one ring, a page of its own before the bytes. Each
+// side owns one counter; the other's is hostile input (checked on every
+// use, never trusted for where to write).
+struct RingControl {
+    alignas(64) std::atomic<std::uint64_t> head; // bytes written, free-running (the producer's)
+    alignas(64) std::atomic<std::uint64_t> tail; // bytes read, free-running (the consumer's)
+    // The consumer is about to block: the producer sends a wake-up byte on
+    // the socket after its next write (and clears this).
+    alignas(64) std::atomic<std::uint32_t> reader_sleeps;
+    // The producer found the ring full: the consumer sends a wake-up byte
+    // once it made room (and clears this).
+    alignas(64) std::atomic<std::uint32_t> writer_waits;
+};
+
+class ShmLink {
+public:
+    // Bytes of one direction's ring (a power of two).
+    static constexpr std::size_t kRingBytes = 2u << 20;
+
+    // Takes `socket` (a connected Unix stream socket, non-blocking): creates
+    // this side's receive ring and sends its descriptor to the peer. Null
+    // (socket untouched) when memory or the socket refuses.
+    static ShmLink* create(int socket);
+    ~ShmLink();
+    ShmLink(const ShmLink&) = delete;
+    ShmLink& operator=(const ShmLink&) = delete;
+
+    // As sendmsg on a non-blocking socket: bytes moved into the peer's ring,
+    // or -1 with errno EAGAIN (full, or the peer's ring not here yet),
+    // EFAULT (a source page unmapped: nothing after it moved), EPROTO (the
+    // peer corrupted the ring's counters).
+    ssize_t write(const iovec* iov, std::size_t count);
+    // As recv: bytes read from this side's ring, 0 at the end of the stream
+    // (the socket closed; everything the peer wrote before was read), -1
+    // with errno EAGAIN (nothing yet), EFAULT (the target page unmapped),
+    // EPROTO (a malformed link message or counters). `look_at_socket`:
+    // whether an empty ring also reads the socket (wake-ups, the peer's
+    // ring, the end); a polling consumer does that only now and then.
+    ssize_t read(void* into, std::size_t want, bool look_at_socket);
+
+    // The side that owns this link is about to block in epoll on the
+    // socket: the peer's next write wakes it. False when bytes arrived
+    // meanwhile (do not block).
+    bool prepare_to_sleep();
+    void woke() { rx_->reader_sleeps.store(0, std::memory_order_relaxed); }
+    // Whether the peer said goodbye on the socket (a disconnect before its
+    // rings existed): its end of the stream is then orderly.
+    bool goodbye_seen() const { return goodbye_seen_; }
+    // A goodbye on a socket whose rings never came (see goodbye_seen).
+    static void send_goodbye(int socket);
+
+private:
+    ShmLink() = default;
+    // Reads what the socket holds: wake-ups, the peer's ring, a goodbye,
+    // the end. -1 with errno as read(), 0 at the end, 1 otherwise.
+    int drain_socket();
+    bool map_peer_ring(int fd);
+    void wake_peer();
+
+    int socket_ = -1;
+    RingControl* rx_ = nullptr; // this side's receive ring (created here)
+    std::uint8_t* rx_bytes_ = nullptr;
+    RingControl* tx_ = nullptr; // the peer's receive ring (mapped from its descriptor)
+    std::uint8_t* tx_bytes_ = nullptr;
+    std::uint64_t rx_tail_ = 0; // own copies: the shared counters are checked against them
+    std::uint64_t tx_head_ = 0;
+    bool ended_ = false; // the socket reached its end
+    bool goodbye_seen_ = false;
+};
+
+} // namespace fastdapl::softnic
