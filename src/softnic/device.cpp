@@ -687,8 +687,12 @@ void Device::run()
             }
             busy |= progress_locked();
         }
+        // A message waiting for a receive buffer is looked at again soon:
+        // receive_posted() reads receiver_waiting_ without ordering against
+        // our look at the receive queue (a fence on every post would be the
+        // price), so a post just then would otherwise wait for the timeout.
         if (!busy && !stop_.load())
-            epoll_wait(epoll_fd_, events, 32, 200);
+            epoll_wait(epoll_fd_, events, 32, receiver_waiting_.load(std::memory_order_relaxed) ? 1 : 200);
         sleeping_.store(0);
         if (rings) {
             std::lock_guard lock(mutex_);
@@ -803,8 +807,17 @@ bool Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint
 
 ssize_t Device::wire_send(Qp& qp, const iovec* iov, std::size_t count)
 {
-    if (qp.shm_)
-        return qp.shm_->write(iov, count);
+    if (qp.shm_) {
+        const bool setting_up = !qp.shm_->ready();
+        const ssize_t n = qp.shm_->write(iov, count);
+        // Until the peer's ring came, a write reads the socket for it, and
+        // may take wake-ups meant for the engine's sleep: wake it instead.
+        if (setting_up) {
+            const std::uint64_t one = 1;
+            [[maybe_unused]] ssize_t w = ::write(wake_fd_, &one, sizeof one);
+        }
+        return n;
+    }
     msghdr msg{};
     msg.msg_iov = const_cast<iovec*>(iov);
     msg.msg_iovlen = count;
@@ -815,12 +828,15 @@ ssize_t Device::wire_receive(Qp& qp, void* into, std::size_t want)
 {
     if (!qp.shm_)
         return ::recv(qp.fd_, into, want, 0);
-    // A polling consumer reads the rings; the socket (the peer's end, its
-    // wake-ups) only every kShmSocketLook-th time it finds nothing, so that
-    // an idle poll costs no system call. The engine thread always looks:
-    // it was woken by the socket.
+    // A polling consumer reads the rings, and asks the socket whether the
+    // peer is gone only every kShmSocketLook-th time it finds nothing, so
+    // that an idle poll costs no system call. The engine thread reads the
+    // socket whenever its ring is empty: it sleeps on it.
     constexpr std::uint32_t kShmSocketLook = 128;
-    const bool look = !consumer_round_ || ++qp.shm_empty_looks_ % kShmSocketLook == 0;
+    using Look = ShmLink::Look;
+    const Look look = !consumer_round_                                ? Look::all
+                      : ++qp.shm_empty_looks_ % kShmSocketLook == 0 ? Look::for_end
+                                                                      : Look::no;
     return qp.shm_->read(into, want, look);
 }
 

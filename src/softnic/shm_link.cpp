@@ -6,6 +6,7 @@
 #include "fault_guard.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -236,7 +237,7 @@ ssize_t ShmLink::write(const iovec* iov, std::size_t count)
     return moved;
 }
 
-ssize_t ShmLink::read(void* into, std::size_t want, bool look_at_socket)
+ssize_t ShmLink::read(void* into, std::size_t want, Look look)
 {
     const std::uint64_t head = rx_->head.load(std::memory_order_acquire);
     if (head - rx_tail_ > kRingBytes) {
@@ -247,9 +248,16 @@ ssize_t ShmLink::read(void* into, std::size_t want, bool look_at_socket)
     if (n == 0) {
         // Empty: the end of the stream counts only once the ring is read
         // out (the peer wrote its last frames before it closed).
-        if (!look_at_socket) {
+        if (look == Look::no) {
             errno = EAGAIN;
             return -1;
+        }
+        if (look == Look::for_end && !ended_) {
+            pollfd p{socket_, POLLRDHUP, 0};
+            if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+                errno = EAGAIN;
+                return -1;
+            }
         }
         const int r = drain_socket();
         if (r < 0 && errno != EAGAIN)

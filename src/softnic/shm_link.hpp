@@ -49,18 +49,27 @@ public:
     // EFAULT (a source page unmapped: nothing after it moved), EPROTO (the
     // peer corrupted the ring's counters).
     ssize_t write(const iovec* iov, std::size_t count);
+    // What an empty ring's read does with the socket.
+    enum class Look {
+        no,       // nothing (a polling consumer, most times)
+        for_end,  // asks whether the peer closed, leaving wake-ups to the
+                  // engine: a consumer that took the wake-up meant for the
+                  // engine's sleep (between its prepare_to_sleep and its
+                  // epoll_wait) would leave it asleep with nobody to wake it
+        all,      // reads wake-ups, the peer's ring, the end (the engine)
+    };
     // As recv: bytes read from this side's ring, 0 at the end of the stream
     // (the socket closed; everything the peer wrote before was read), -1
     // with errno EAGAIN (nothing yet), EFAULT (the target page unmapped),
-    // EPROTO (a malformed link message or counters). `look_at_socket`:
-    // whether an empty ring also reads the socket (wake-ups, the peer's
-    // ring, the end); a polling consumer does that only now and then.
-    ssize_t read(void* into, std::size_t want, bool look_at_socket);
+    // EPROTO (a malformed link message or counters).
+    ssize_t read(void* into, std::size_t want, Look look);
 
     // The side that owns this link is about to block in epoll on the
     // socket: the peer's next write wakes it. False when bytes arrived
     // meanwhile (do not block).
     bool prepare_to_sleep();
+    // The peer's ring is here (writes can go out).
+    bool ready() const { return tx_ != nullptr; }
     void woke() { rx_->reader_sleeps.store(0, std::memory_order_relaxed); }
     // Whether the peer said goodbye on the socket (a disconnect before its
     // rings existed): its end of the stream is then orderly.

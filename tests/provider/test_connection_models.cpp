@@ -252,9 +252,15 @@ TEST_F(Models, ProviderMadeEndpointsForPspRequestsAndRsps)
 
     // An RSP without an endpoint: the provider makes one, unconfigured and reserved.
     DAT_RSP_HANDLE rsp;
-    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
-    ASSERT_EQ(dat_psp_free(psp), kOk); // a qualifier nobody holds now
-    ASSERT_EQ(dat_rsp_create(ia, qual, DAT_HANDLE_NULL, cr_evd, &rsp), kOk);
+    // A qualifier nobody holds now; another process's connection may take
+    // the freed port as its own in between (tests run in parallel): another.
+    DAT_RETURN created = DAT_CONN_QUAL_IN_USE;
+    for (int tries = 0; tries < 20 && DAT_GET_TYPE(created) == DAT_CONN_QUAL_IN_USE; ++tries) {
+        ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+        ASSERT_EQ(dat_psp_free(psp), kOk);
+        created = dat_rsp_create(ia, qual, DAT_HANDLE_NULL, cr_evd, &rsp);
+    }
+    ASSERT_EQ(created, kOk);
     DAT_RSP_PARAM rp{};
     ASSERT_EQ(dat_rsp_query(rsp, DAT_RSP_FIELD_ALL, &rp), kOk);
     ASSERT_NE(rp.ep_handle, DAT_HANDLE_NULL);
