@@ -6,6 +6,7 @@
 # (LD_LIBRARY_PATH) and with Debian's libdat2 hosting our provider
 # (DAT_OVERRIDE only).
 # usage: dtest_pairs.sh LIBDAT2_DIR PROVIDER_CONF [validate-4m-x20]
+# FASTDAPL_PEERS_IA names another IA of PROVIDER_CONF (fastdapl-shm).
 # With validate-4m-x20, only dtest -W -D at 4 MiB (each side polls on the
 # last byte of the other's RDMA write, then checks every byte), 100
 # ping-pongs a pair (-B; dtest's default of 1000 takes a minute), 20 pairs
@@ -16,6 +17,7 @@ set -uo pipefail
 libdir=$(cd "$1" && pwd)
 conf=$2
 mode=${3:-all}
+ia=${FASTDAPL_PEERS_IA:-fastdapl-tcp}
 if ! command -v dtest >/dev/null 2>&1; then
     if [ "${CI:-}" = "true" ]; then echo "dtest_pairs: dapl2-utils missing (required under CI)"; exit 1; fi
     echo "dtest_pairs: SKIP: dapl2-utils not installed"; exit 77
@@ -34,14 +36,14 @@ run_pair() { # program, label, registry(ours|debian), options...
     [ "$program" = dtestsrq ] && passed="DAPL RC SRQ Test Complete."
     local env_lib=()
     [ "$registry" = ours ] && env_lib=(env "LD_LIBRARY_PATH=$libdir")
-    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL $program -P fastdapl-tcp -s "$@" >"$work/server.$label" 2>&1 &
+    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL $program -P "$ia" -s "$@" >"$work/server.$label" 2>&1 &
     local server=$!
     for _ in $(seq 1 200); do listening && break; sleep 0.05; done # wait for the listener, not a fixed time
-    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL $program -P fastdapl-tcp -h 127.0.0.1 "$@" \
+    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL $program -P "$ia" -h 127.0.0.1 "$@" \
         >"$work/client.$label" 2>&1
     wait $server
     if grep -q "$passed" "$work/client.$label" && grep -q "$passed" "$work/server.$label"; then
-        echo "ok: $program $label ($(grep -Eo '[0-9.]+ MB/sec|BW [0-9.]+ MB/s|[0-9.]+ us/iteration|itime=[0-9.]+ us|ALL [0-9]+ CONNECTED' "$work/client.$label" | head -1))"
+        echo "ok: $program $label on $ia ($(grep -Eo '[0-9.]+ MB/sec|BW [0-9.]+ MB/s|[0-9.]+ us/iteration|itime=[0-9.]+ us|ALL [0-9]+ CONNECTED' "$work/client.$label" | head -1))"
     else
         echo "FAIL: $program $label"; echo "--- client"; tail -15 "$work/client.$label"; echo "--- server"; tail -15 "$work/server.$label"
         fail=1
