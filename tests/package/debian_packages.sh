@@ -101,6 +101,7 @@ echo "pkg-config dat2: $cflags $libs"
 # The installed fragment names the installed provider; in the scratch root it is under $root.
 sed "s|/usr/lib/$ma/libfastdapl.so.2|$root/usr/lib/$ma/libfastdapl.so.2|" "$root/usr/share/fastdapl/dat.conf" >"$work/dat.conf"
 grep -q "^fastdapl-tcp u2.0 .*$root/usr/lib/$ma/libfastdapl.so.2 " "$work/dat.conf" || fail "the fragment has no fastdapl-tcp line for /usr/lib/$ma/libfastdapl.so.2"
+grep -q "^fastdapl-shm u2.0 .*$root/usr/lib/$ma/libfastdapl.so.2 .*\"shm\"" "$work/dat.conf" || fail "the fragment has no fastdapl-shm line"
 cat >"$work/consumer.c" <<'C'
 #include <dat2/udat.h>
 #include <dat2/fastdapl.h> /* only fastdapl's headers have it */
@@ -137,7 +138,7 @@ out=$(DAT_OVERRIDE=$work/dat.conf "$work/consumer") || fail "the consumer exited
 echo "consumer: $out"
 [ "$out" = "provider $root/usr/lib/$ma/libfastdapl.so.2 watermark event 0x8100" ] || fail "the consumer says: $out"
 DAT_OVERRIDE=$work/dat.conf "$root/usr/bin/dat_info" -q fastdapl-tcp >"$work/info" 2>&1 || { cat "$work/info"; fail "dat_info failed"; }
-grep -E "^Registry: 1 provider \(registry library $root/usr/lib/$ma/fastdapl/libdat2.so.2\)" "$work/info" ||
+grep -E "^Registry: 2 providers \(registry library $root/usr/lib/$ma/fastdapl/libdat2.so.2\)" "$work/info" ||
     fail "dat_info does not run on the extracted registry: $(grep ^Registry "$work/info")"
 grep -E "^    library +$root/usr/lib/$ma/libfastdapl.so.2\$" "$work/info" || fail "dat_info does not name the extracted provider"
 grep -E '^    data path +softnic tcp$' "$work/info" || fail "dat_info does not say the data path"
