@@ -185,6 +185,12 @@ bool Cq::push(const Entry& e)
     cqe->imm_inval_pkey = e.imm_be;
     cqe->sop_drop_qpn = htobe32(e.qpn & 0xffffff);
     cqe->wqe_counter = htobe16(e.wqe_counter);
+    if (e.src_qpn) { // a datagram's sender (datagram_source reads it back)
+        cqe->flags_rqpn = htobe32(e.src_qpn & 0xffffff);
+        auto* t = reinterpret_cast<std::uint8_t*>(&cqe->timestamp);
+        std::memcpy(t, &e.src_addr, 4);
+        std::memcpy(t + 4, &e.src_port, 2);
+    }
     reinterpret_cast<std::uint8_t*>(cqe)[55] = e.syndrome;
     const std::uint8_t op_own = static_cast<std::uint8_t>(e.opcode << 4 | (e.solicited ? 2 : 0) | ((pi_ >> log_) & 1));
     __atomic_store_n(&cqe->op_own, op_own, __ATOMIC_RELEASE); // the CQE's body before its owner byte
@@ -520,10 +526,50 @@ bool Device::connect(Qp* qp, int fd, bool shm)
     return true;
 }
 
+bool Device::open_datagrams(Qp* qp, const sockaddr_in& local, sockaddr_in& bound)
+{
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    sockaddr_in at = local;
+    at.sin_port = 0;
+    socklen_t len = sizeof bound;
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&at), sizeof at) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+        ::close(fd);
+        return false;
+    }
+    std::lock_guard lock(mutex_);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = qp;
+    if (qp->state() != QpState::reset || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        ::close(fd);
+        return false;
+    }
+    qp->fd_ = fd;
+    qp->epoll_mask_ = EPOLLIN;
+    qp->datagram_ = true;
+    qp->datagram_local_ = bound;
+    qp->state_.store(QpState::ready, std::memory_order_release);
+    return true;
+}
+
+void Device::add_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qpn)
+{
+    std::lock_guard lock(mutex_);
+    for (const Qp::DatagramPeer& p : qp->datagram_peers_)
+        if (p.addr == peer.sin_addr.s_addr && p.port == peer.sin_port && p.qpn == qpn)
+            return;
+    qp->datagram_peers_.push_back({peer.sin_addr.s_addr, peer.sin_port, qpn});
+}
+
 void Device::disconnect(Qp* qp)
 {
     std::lock_guard lock(mutex_);
-    if (qp->state() == QpState::ready) {
+    if (qp->state() == QpState::ready && qp->datagram_) {
+        fail(*qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false); // no peer to say goodbye to
+    } else if (qp->state() == QpState::ready) {
         // Say goodbye, so the peer reports DISCONNECTED rather than BROKEN.
         // Bytes already queued go first; give them a moment, not forever.
         send_frame(*qp, kDisconnect, 0, 0, 0, 0, 0, nullptr, 0);
@@ -731,7 +777,7 @@ bool Device::progress_locked(bool consumer)
             continue;
         busy |= execute_send_queue(*qp);
         busy |= flush_output(*qp);
-        busy |= receive(*qp);
+        busy |= qp->datagram_ ? receive_datagrams(*qp) : receive(*qp);
         receiver_waiting |= qp->waiting_for_recv_;
         // ACKs of what just arrived wait for the consumer's reply or its
         // next round (those before them went out in this round's first
@@ -932,12 +978,15 @@ bool Device::execute_send_queue(Qp& qp)
         // A NOP moves nothing: it completes in order, once everything
         // before it has (memory-window binds are ordered this way).
         const bool nop = opcode == MLX5_OPCODE_NOP;
-        const bool known = rdma || atomic || nop || opcode == MLX5_OPCODE_SEND || opcode == MLX5_OPCODE_SEND_IMM ||
-                           opcode == MLX5_OPCODE_SEND_INVAL;
+        // A datagram queue pair runs datagram sends and NOPs only.
+        const bool datagram_send = opcode == kDatagramSendOpcode;
+        const bool known = qp.datagram_ ? datagram_send || nop
+                                        : rdma || atomic || nop || opcode == MLX5_OPCODE_SEND ||
+                                              opcode == MLX5_OPCODE_SEND_IMM || opcode == MLX5_OPCODE_SEND_INVAL;
         std::uint64_t raddr = 0;
         std::uint32_t rkey = 0;
         std::uint32_t first_data = 1;
-        if (rdma || atomic) {
+        if (known && (rdma || atomic || datagram_send)) {
             const auto* r = reinterpret_cast<const mlx5_wqe_raddr_seg*>(seg(bb, 1));
             raddr = be64toh(r->raddr);
             rkey = be32toh(r->rkey);
@@ -951,7 +1000,7 @@ bool Device::execute_send_queue(Qp& qp)
         // A large SEND or WRITE is sent from the consumer's memory, not
         // gathered: once what is queued before it has gone.
         bool direct_send = false;
-        if (local_ok && ds > first_data && !(first_word & MLX5_INLINE_SEG) && !reads_back && !nop &&
+        if (local_ok && ds > first_data && !(first_word & MLX5_INLINE_SEG) && !reads_back && !nop && !qp.datagram_ &&
             ds - first_data <= kMaxSge) {
             std::uint64_t total = 0;
             for (std::uint32_t i = first_data; i < ds; ++i)
@@ -998,6 +1047,8 @@ bool Device::execute_send_queue(Qp& qp)
             local_ok = false;
         if (atomic && (ds != 4 || f.length != 8))
             local_ok = false;
+        if (datagram_send && f.length > kMaxDatagramPayload)
+            local_ok = false;
         qp.sq_next_ += bbs;
         worked = true;
         if (!local_ok) {
@@ -1024,6 +1075,11 @@ bool Device::execute_send_queue(Qp& qp)
             continue;
         }
         switch (opcode) {
+        case kDatagramSendOpcode: // complete once handed to the kernel: nothing acknowledges a datagram
+            send_datagram(qp, raddr, rkey, payload.data(), f.length);
+            if (signaled)
+                qp.send_cq_->push({MLX5_CQE_REQ, 0, false, wqe_index, f.length, 0, qp.qpn_});
+            continue;
         case MLX5_OPCODE_SEND:
         case MLX5_OPCODE_SEND_IMM:
         case MLX5_OPCODE_SEND_INVAL: { // imm: the immediate data, or the key to invalidate
@@ -1119,6 +1175,151 @@ bool Device::receive(Qp& qp)
             fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
         }
         worked = true;
+    }
+    return worked;
+}
+
+namespace {
+
+// A datagram's header: magic, source and destination queue pair numbers,
+// payload length, each 4 bytes in network byte order.
+constexpr std::uint32_t kDatagramMagic = 0x46445544; // "FDUD"
+constexpr std::size_t kDatagramHeader = 16;
+constexpr int kDatagramsPerRound = 64;
+
+void put_be32(std::uint8_t* p, std::uint32_t v)
+{
+    v = htobe32(v);
+    std::memcpy(p, &v, 4);
+}
+std::uint32_t get_be32(const std::uint8_t* p)
+{
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    return be32toh(v);
+}
+
+} // namespace
+
+void Device::send_datagram(Qp& qp, std::uint64_t destination, std::uint32_t dest_qpn, const std::uint8_t* payload,
+                           std::uint32_t length)
+{
+    datagram_out_.resize(kDatagramHeader + length);
+    std::uint8_t* d = datagram_out_.data();
+    put_be32(d, kDatagramMagic);
+    put_be32(d + 4, qp.qpn_);
+    put_be32(d + 8, dest_qpn);
+    put_be32(d + 12, length);
+    if (length)
+        std::memcpy(d + kDatagramHeader, payload, length);
+    const sockaddr_in to = datagram_address(destination);
+    // Unreliable by definition: a datagram the kernel will not take is lost.
+    for (;;) {
+        const ssize_t n = ::sendto(qp.fd_, d, kDatagramHeader + length, MSG_DONTWAIT | MSG_NOSIGNAL,
+                                   reinterpret_cast<const sockaddr*>(&to), sizeof to);
+        if (n >= 0 || errno != EINTR)
+            break;
+    }
+}
+
+bool Device::receive_datagrams(Qp& qp)
+{
+    bool worked = false;
+    // The datagram's header lands just before where the GRH ends, so the
+    // prefix and the payload are one run of bytes to place.
+    std::uint8_t* const buf = receive_buffer_.data();
+    std::uint8_t* const header = buf + kGrhSize - kDatagramHeader;
+    const std::size_t room = receive_buffer_.size() - (kGrhSize - kDatagramHeader);
+    auto drop = [&qp] { qp.datagrams_dropped_.fetch_add(1, std::memory_order_relaxed); };
+    for (int round = 0; round < kDatagramsPerRound && qp.fd_ >= 0 && qp.state() == QpState::ready; ++round) {
+        sockaddr_in from{};
+        socklen_t from_len = sizeof from;
+        const ssize_t n = ::recvfrom(qp.fd_, header, room, MSG_DONTWAIT | MSG_TRUNC, reinterpret_cast<sockaddr*>(&from),
+                                     &from_len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break; // nothing more (or an ICMP error from an earlier send: not ours to report)
+        }
+        worked = true;
+        const auto got = static_cast<std::size_t>(n);
+        if (got < kDatagramHeader || got > room || from_len != sizeof from || from.sin_family != AF_INET ||
+            get_be32(header) != kDatagramMagic || get_be32(header + 12) != got - kDatagramHeader ||
+            got - kDatagramHeader > kMaxDatagramPayload || get_be32(header + 8) != qp.qpn_) {
+            drop();
+            continue;
+        }
+        const std::uint32_t src_qpn = get_be32(header + 4);
+        const bool known = std::any_of(qp.datagram_peers_.begin(), qp.datagram_peers_.end(), [&](const Qp::DatagramPeer& p) {
+            return p.addr == from.sin_addr.s_addr && p.port == from.sin_port && p.qpn == src_qpn;
+        });
+        if (!known) {
+            drop();
+            continue;
+        }
+        const std::size_t length = kGrhSize + (got - kDatagramHeader);
+        // The buffer it would take, looked at before it is taken: one too
+        // small (or none posted: IB has no receiver-not-ready for UD)
+        // drops the datagram and stays for the next.
+        const mlx5_wqe_data_seg* segs = nullptr;
+        std::uint32_t max_sge = 0;
+        if (Srq* srq = qp.srq_) {
+            const auto posted = static_cast<std::uint16_t>(load_be32(srq->dbrec_));
+            const auto available = static_cast<std::uint16_t>(
+                posted - static_cast<std::uint16_t>(srq->taken_.load(std::memory_order_relaxed)));
+            if (available != 0 && available < srq->cnt_ && !srq->failed()) {
+                segs = reinterpret_cast<const mlx5_wqe_data_seg*>(
+                    srq->mem_.get() + static_cast<std::size_t>(srq->head_) * srq->stride_ + sizeof(mlx5_wqe_srq_next_seg));
+                max_sge = srq->max_sge_;
+            }
+        } else if (static_cast<std::uint16_t>(qp.rq_next_) != static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_RCV_DBR]))) {
+            segs = reinterpret_cast<const mlx5_wqe_data_seg*>(
+                qp.rq_.get() + static_cast<std::size_t>(qp.rq_next_ & (qp.rq_cnt_ - 1)) * qp.rq_stride_);
+            max_sge = qp.rq_stride_ / 16;
+        }
+        std::uint64_t capacity = 0;
+        for (std::uint32_t i = 0; segs && i < max_sge && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY; ++i)
+            capacity += be32toh(segs[i].byte_count);
+        if (!segs || length > capacity) {
+            drop();
+            continue;
+        }
+        std::uint32_t index = 0;
+        if (take_receive(qp, index) != Take::taken)
+            return true; // the queue pair failed taking it (a watermark, the SRQ's error)
+        // The GRH as IB writes it for RoCE v2 over IPv4: version 6, payload
+        // length, next header, hop limit, then the IPv4-mapped source and
+        // destination GIDs.
+        std::memset(buf, 0, kGrhSize);
+        buf[0] = 0x60;
+        const auto grh_length = htobe16(static_cast<std::uint16_t>(got - kDatagramHeader));
+        std::memcpy(buf + 4, &grh_length, 2);
+        buf[6] = 0x1b;
+        buf[7] = 64;
+        buf[18] = buf[19] = buf[34] = buf[35] = 0xff;
+        std::memcpy(buf + 20, &from.sin_addr.s_addr, 4);
+        std::memcpy(buf + 36, &qp.datagram_local_.sin_addr.s_addr, 4);
+        const std::uint32_t pd = qp.srq_ ? qp.srq_->pd_ : qp.pd_;
+        Piece pieces[2 * kMaxSge];
+        std::size_t npieces = 0, done = 0;
+        bool ok = true;
+        for (std::uint32_t i = 0; ok && i < max_sge && i < std::size(pieces) && done < length &&
+                                  be32toh(segs[i].lkey) != MLX5_INVALID_LKEY;
+             ++i) {
+            const std::size_t part = std::min<std::size_t>(be32toh(segs[i].byte_count), length - done);
+            std::uint64_t host = 0;
+            ok = memory_.check(be32toh(segs[i].lkey), be64toh(segs[i].addr), part, kLocalWrite, pd, 0, &host);
+            pieces[npieces++] = {reinterpret_cast<void*>(host), buf + done, part};
+            done += part;
+        }
+        ok = ok && done == length && guarded_place(pieces, npieces);
+        // A buffer it may not write: that receive fails, the queue pair goes on
+        // (nothing of the peer's is at fault).
+        qp.recv_cq_->push({static_cast<std::uint8_t>(ok ? MLX5_CQE_RESP_SEND : MLX5_CQE_RESP_ERR),
+                           static_cast<std::uint8_t>(ok ? 0 : MLX5_CQE_SYNDROME_LOCAL_PROT_ERR), false,
+                           static_cast<std::uint16_t>(index), ok ? static_cast<std::uint32_t>(length) : 0, 0, qp.qpn_,
+                           src_qpn, from.sin_addr.s_addr, from.sin_port});
+        count_one(qp.recv_generated_);
     }
     return worked;
 }

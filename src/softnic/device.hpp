@@ -9,6 +9,7 @@
 #include "shm_link.hpp"
 
 #include <infiniband/mlx5dv.h>
+#include <netinet/in.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -69,6 +70,48 @@ inline constexpr std::uint32_t kMaxQps = 1u << 16; // qpn - kFirstQpn indexes a 
 
 class Device;
 
+// Datagram queue pairs (the IB extension's UD endpoints): one UDP socket per
+// queue pair. A datagram send is this opcode (mlx5's LSO number, an opcode
+// only UD queues take there) with a remote-address segment naming the
+// destination (datagram_destination: address and port in raddr, the
+// destination queue pair number in rkey). Each receive buffer starts with
+// a GRH-sized prefix, as on IB; a datagram larger than the buffer it would
+// take, from a peer not added to the queue pair, or for another queue pair
+// is dropped (counted).
+inline constexpr std::uint8_t kDatagramSendOpcode = 0x0e;
+inline constexpr std::uint32_t kGrhSize = 40;
+inline constexpr std::uint32_t kMaxDatagramPayload = 4096; // the IB MTU the IA reports
+
+// The remote-address segment's fields for a datagram to `to` (IPv4).
+inline std::uint64_t datagram_destination(const sockaddr_in& to)
+{
+    return static_cast<std::uint64_t>(ntohl(to.sin_addr.s_addr)) << 16 | ntohs(to.sin_port);
+}
+inline sockaddr_in datagram_address(std::uint64_t destination)
+{
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(static_cast<std::uint32_t>(destination >> 16));
+    to.sin_port = htons(static_cast<std::uint16_t>(destination & 0xffff));
+    return to;
+}
+// The sender of a datagram receive's CQE: its queue pair number is in
+// flags_rqpn (as on mlx5), its address and port where mlx5 puts a
+// timestamp (the softnic writes none).
+inline std::uint32_t datagram_source_qpn(const mlx5_cqe64& cqe)
+{
+    return be32toh(cqe.flags_rqpn) & 0xffffff;
+}
+inline sockaddr_in datagram_source(const mlx5_cqe64& cqe)
+{
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    const auto* t = reinterpret_cast<const std::uint8_t*>(&cqe.timestamp);
+    std::memcpy(&from.sin_addr.s_addr, t, 4);
+    std::memcpy(&from.sin_port, t + 4, 2);
+    return from;
+}
+
 // A completion queue in the mlx5 layout (64-byte CQEs).
 class Cq {
 public:
@@ -92,6 +135,10 @@ private:
         std::uint32_t byte_cnt;
         std::uint32_t imm_be;    // as it goes into imm_inval_pkey
         std::uint32_t qpn;
+        // datagram receives: the sender (network byte order for the address)
+        std::uint32_t src_qpn = 0;
+        std::uint32_t src_addr = 0;
+        std::uint16_t src_port = 0;
     };
     bool push(const Entry& e); // false when full: the CQ overflowed
 
@@ -166,6 +213,10 @@ public:
     std::uint32_t qpn() const { return qpn_; }
     std::uint32_t max_inline() const { return max_inline_; }
     QpState state() const { return state_.load(std::memory_order_acquire); }
+    bool datagram() const { return datagram_; }
+    // Datagrams dropped at this queue pair (malformed, unknown sender, no
+    // buffer or one too small).
+    std::uint32_t datagrams_dropped() const { return datagrams_dropped_.load(std::memory_order_relaxed); }
 
     // Called once, on the engine's thread, when the connection ends: with
     // true for an orderly close by the peer, false for an error.
@@ -268,6 +319,17 @@ private:
     enum class Drain : std::uint8_t { none, requests, goodbye };
     Drain drain_ = Drain::none; // a graceful disconnect in progress (or asked for before connect)
     bool goodbye_owed_ = false; // disconnected before connect(): it says goodbye on the socket
+    // A datagram queue pair: fd_ is its UDP socket; it takes datagrams from
+    // these senders only (address and port in network byte order).
+    struct DatagramPeer {
+        std::uint32_t addr;
+        std::uint16_t port;
+        std::uint32_t qpn;
+    };
+    bool datagram_ = false;
+    sockaddr_in datagram_local_{};
+    std::vector<DatagramPeer> datagram_peers_;
+    std::atomic<std::uint32_t> datagrams_dropped_{0};
 };
 
 class Device {
@@ -300,6 +362,13 @@ public:
     // `shm`: fd is a Unix stream socket to a process on this host, and the
     // frames go through shared-memory rings set up over it (ShmLink).
     bool connect(Qp* qp, int fd, bool shm = false);
+    // Makes `qp` a datagram queue pair on a UDP socket bound to `local`'s
+    // address (any port), ready at once; `bound` is its address. False when
+    // the socket cannot be made (or `qp` is connected already).
+    bool open_datagrams(Qp* qp, const sockaddr_in& local, sockaddr_in& bound);
+    // Datagrams from queue pair `qpn` at `peer` are taken from now on.
+    void add_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qpn);
+
     // Breaks the connection: every outstanding WQE completes as flushed.
     // The peer is told it was deliberate (its side ends orderly), also when
     // connect() comes later.
@@ -378,6 +447,11 @@ private:
     bool progress_locked(bool consumer = false);
     bool execute_send_queue(Qp& qp);
     bool receive(Qp& qp);
+    // A datagram queue pair's arrivals (receive's counterpart).
+    bool receive_datagrams(Qp& qp);
+    // Sends one datagram of `payload` to the destination a WQE names.
+    void send_datagram(Qp& qp, std::uint64_t destination, std::uint32_t dest_qpn, const std::uint8_t* payload,
+                       std::uint32_t length);
     // Handles the complete frames of qp.in_; false when the queue pair
     // failed (or the frames stop for good).
     bool parse_frames(Qp& qp);
@@ -424,6 +498,7 @@ private:
     std::vector<Cq*> cqs_;
     std::vector<Srq*> srqs_;
     Bytes gather_; // a send's bytes, gathered before they are framed
+    Bytes datagram_out_; // a datagram's header and payload
     std::vector<std::uint8_t> receive_buffer_ = std::vector<std::uint8_t>(64 * 1024);
     int epoll_fd_ = -1;
     int wake_fd_ = -1;

@@ -891,3 +891,166 @@ TEST(Softnic, LargeSendFromUnmappedSourceIsALocalProtectionError)
     EXPECT_EQ(opcode(c), MLX5_CQE_RESP_ERR);
     EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
 }
+
+// --- datagram queue pairs (UD endpoints) -----------------------------------------------
+
+namespace {
+
+sockaddr_in loopback()
+{
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+// Two datagram queue pairs that know each other.
+struct DatagramPair {
+    DatagramPair() : pd(dev.alloc_pd()), a(dev, pd), b(dev, pd)
+    {
+        EXPECT_TRUE(dev.open_datagrams(a.qp, loopback(), a_addr));
+        EXPECT_TRUE(dev.open_datagrams(b.qp, loopback(), b_addr));
+        dev.add_datagram_peer(a.qp, b_addr, b.qp->qpn());
+        dev.add_datagram_peer(b.qp, a_addr, a.qp->qpn());
+    }
+    // a sends `payload` to b.
+    void send(std::vector<char>& payload, std::uint32_t key, std::uint64_t cookie)
+    {
+        const fastpath::RemoteAddress to{softnic::datagram_destination(b_addr), b.qp->qpn()};
+        Sge s = sge_of(payload, key);
+        ASSERT_TRUE(a.sq.post(softnic::kDatagramSendOpcode, &s, 1, s.length, &to, 0, MLX5_WQE_CTRL_CQ_UPDATE, cookie));
+        a.sq.ring();
+    }
+    softnic::Device dev;
+    std::uint32_t pd;
+    Endpoint a, b;
+    sockaddr_in a_addr{}, b_addr{};
+};
+
+// A raw UDP socket that sends to b as a hostile peer would.
+void send_raw(const sockaddr_in& to, const void* bytes, std::size_t n)
+{
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(sendto(fd, bytes, n, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to), static_cast<ssize_t>(n));
+    close(fd);
+}
+
+bool wait_dropped(softnic::Device& dev, softnic::Qp* qp, std::uint32_t n)
+{
+    for (int i = 0; i < 5000 && qp->datagrams_dropped() < n; ++i) {
+        dev.progress();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return qp->datagrams_dropped() == n;
+}
+
+} // namespace
+
+TEST(SoftnicDatagram, SendArrivesAfterAGrhWithItsSender)
+{
+    DatagramPair p;
+    std::vector<char> src = {'h', 'e', 'l', 'l', 'o'}, dst(100, 0);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    Sge r = sge_of(dst, kd);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 0xb0));
+    p.send(src, ks, 0xa0);
+
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    EXPECT_EQ(p.a.sq.slot(be16toh(c.wqe_counter)).cookie, 0xa0u);
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+    EXPECT_EQ(be32toh(c.byte_cnt), softnic::kGrhSize + 5);
+    EXPECT_EQ(softnic::datagram_source_qpn(c), p.a.qp->qpn());
+    const sockaddr_in from = softnic::datagram_source(c);
+    EXPECT_EQ(from.sin_addr.s_addr, p.a_addr.sin_addr.s_addr);
+    EXPECT_EQ(from.sin_port, p.a_addr.sin_port);
+    EXPECT_EQ(p.b.rq.complete_oldest(), 0xb0u);
+    EXPECT_EQ(static_cast<std::uint8_t>(dst[0]), 0x60); // GRH version 6
+    EXPECT_EQ(std::memcmp(dst.data() + 20, &p.a_addr.sin_addr.s_addr, 4), 0); // IPv4-mapped source GID
+    EXPECT_EQ(std::memcmp(dst.data() + softnic::kGrhSize, "hello", 5), 0);
+    EXPECT_EQ(dst[softnic::kGrhSize + 5], 0);
+    EXPECT_EQ(p.b.qp->datagrams_dropped(), 0u);
+}
+
+TEST(SoftnicDatagram, DatagramLargerThanTheBufferIsDroppedAndTheNextArrives)
+{
+    DatagramPair p;
+    std::vector<char> big(100, 'B'), small(10, 'S'), dst(softnic::kGrhSize + 50, 0);
+    const auto kb = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(big.data()), big.size(), kAll, p.pd);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(small.data()), small.size(), kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    Sge r = sge_of(dst, kd);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 7));
+    p.send(big, kb, 1);
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ); // the sender never hears of the drop
+    ASSERT_TRUE(wait_dropped(p.dev, p.b.qp, 1));
+    EXPECT_TRUE(p.b.quiet(p.b.recv_cq));
+    EXPECT_EQ(dst[0], 0);
+    p.send(small, ks, 2);
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+    EXPECT_EQ(be32toh(c.byte_cnt), softnic::kGrhSize + 10);
+    EXPECT_EQ(p.b.rq.complete_oldest(), 7u);
+    EXPECT_EQ(dst[softnic::kGrhSize], 'S');
+}
+
+TEST(SoftnicDatagram, HostileDatagramsAreDroppedWithoutTouchingBuffers)
+{
+    DatagramPair p;
+    std::vector<char> dst(200, 'c'), ok(4, 'k');
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    const auto kk = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(ok.data()), ok.size(), kAll, p.pd);
+    Sge r = sge_of(dst, kd, 0, 100);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 9));
+    auto header = [&](std::uint32_t magic, std::uint32_t src, std::uint32_t dest, std::uint32_t len) {
+        std::vector<std::uint8_t> d(16 + 8, 'x');
+        for (std::uint32_t i = 0, v[4] = {magic, src, dest, len}; i < 4; ++i) {
+            const std::uint32_t be = htobe32(v[i]);
+            std::memcpy(d.data() + 4 * i, &be, 4);
+        }
+        return d;
+    };
+    const std::uint32_t a = p.a.qp->qpn(), b = p.b.qp->qpn();
+    const std::uint8_t garbage[3] = {1, 2, 3};
+    send_raw(p.b_addr, garbage, sizeof garbage);                           // shorter than a header
+    auto d = header(0x12345678, a, b, 8);                                  // wrong magic
+    send_raw(p.b_addr, d.data(), d.size());
+    d = header(0x46445544, a, b + 1, 8);                                   // for another queue pair
+    send_raw(p.b_addr, d.data(), d.size());
+    d = header(0x46445544, a, b, 9);                                       // length disagrees
+    send_raw(p.b_addr, d.data(), d.size());
+    d = header(0x46445544, a, b, 8);                                       // well formed, from a stranger
+    send_raw(p.b_addr, d.data(), d.size());
+    d = header(0x46445544, a, b, 0xffffffff);                              // a huge claimed length
+    send_raw(p.b_addr, d.data(), d.size());
+    ASSERT_TRUE(wait_dropped(p.dev, p.b.qp, 6));
+    EXPECT_TRUE(p.b.quiet(p.b.recv_cq));
+    EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](char ch) { return ch == 'c'; }));
+    // The queue pair still takes what its peer sends.
+    p.send(ok, kk, 3);
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+    EXPECT_EQ(std::memcmp(dst.data() + softnic::kGrhSize, "kkkk", 4), 0);
+    EXPECT_TRUE(std::all_of(dst.begin() + 100, dst.end(), [](char ch) { return ch == 'c'; }));
+}
+
+TEST(SoftnicDatagram, OnlyDatagramSendsRunOnADatagramQueuePair)
+{
+    DatagramPair p;
+    std::vector<char> src(8, 's');
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    Sge s = sge_of(src, ks);
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 8, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 5));
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+}
