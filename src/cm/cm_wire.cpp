@@ -3,9 +3,11 @@
 // Copyright (c) 2026 the fastdapl authors
 //
 // Layout, all big-endian:
-//   header  u32 magic | u8 version | u8 type | u16 zero | u32 body length
-//   request u64 conn_qual | u32 qpn | u32 pdata length | pdata
-//   reply   u32 qpn | u32 pdata length | pdata
+//   header  u32 magic | u8 version | u8 type | u8 flags | u8 zero | u32 body length
+//   request u64 conn_qual | u32 qpn | [u32 UDP port] | u32 pdata length | pdata
+//   reply   u32 qpn | [u32 UDP port] | u32 pdata length | pdata
+//   (flags: kFlagDatagram, on a request or reply only, adds the UDP port:
+//   UD endpoints; its upper 16 bits are zero)
 //   reject  u32 reason | u32 pdata length | pdata
 //   ready, disconnect: empty body
 #include "cm_wire.hpp"
@@ -46,13 +48,16 @@ std::uint64_t get64(const std::uint8_t* p)
     return be64toh(v);
 }
 
+constexpr std::uint8_t kFlagDatagram = 1;
+
 // Fixed part of each body before the private data.
-std::size_t fixed_body(MessageType t)
+std::size_t fixed_body(MessageType t, bool datagram)
 {
     switch (t) {
     case MessageType::request:
-        return 16;
+        return datagram ? 20 : 16;
     case MessageType::reply:
+        return datagram ? 12 : 8;
     case MessageType::reject:
         return 8;
     case MessageType::ready:
@@ -70,21 +75,27 @@ bool encode(const Message& m, std::vector<std::uint8_t>& out)
 {
     if (m.private_data.size() > kMaxPrivateData || !known_type(static_cast<std::uint8_t>(m.type)))
         return false;
-    const bool has_pdata = fixed_body(m.type) != 0;
-    const auto body = static_cast<std::uint32_t>(fixed_body(m.type) + (has_pdata ? m.private_data.size() : 0));
+    const bool datagram = m.datagram && (m.type == MessageType::request || m.type == MessageType::reply);
+    const bool has_pdata = fixed_body(m.type, datagram) != 0;
+    const auto body =
+        static_cast<std::uint32_t>(fixed_body(m.type, datagram) + (has_pdata ? m.private_data.size() : 0));
     put32(out, kMagic);
     out.push_back(kVersion);
     out.push_back(static_cast<std::uint8_t>(m.type));
-    out.push_back(0);
+    out.push_back(datagram ? kFlagDatagram : 0);
     out.push_back(0);
     put32(out, body);
     switch (m.type) {
     case MessageType::request:
         put64(out, m.conn_qual);
         put32(out, m.qpn);
+        if (datagram)
+            put32(out, m.datagram_port);
         break;
     case MessageType::reply:
         put32(out, m.qpn);
+        if (datagram)
+            put32(out, m.datagram_port);
         break;
     case MessageType::reject:
         put32(out, m.reason);
@@ -112,13 +123,17 @@ DecodeResult decode(const std::uint8_t* data, std::size_t size, Message& m, std:
         return DecodeResult::malformed;
     if (size > 5 && !known_type(data[5]))
         return DecodeResult::malformed;
-    if (size > 7 && (data[6] != 0 || data[7] != 0))
+    const bool datagram = size > 6 && data[6] == kFlagDatagram;
+    if (size > 6 && data[6] != 0 && (!datagram || (data[5] != static_cast<std::uint8_t>(MessageType::request) &&
+                                                   data[5] != static_cast<std::uint8_t>(MessageType::reply))))
+        return DecodeResult::malformed;
+    if (size > 7 && data[7] != 0)
         return DecodeResult::malformed;
     if (size < kHeaderSize)
         return DecodeResult::incomplete;
     const auto type = static_cast<MessageType>(data[5]);
     const std::uint32_t body = get32(data + 8);
-    const std::size_t fixed = fixed_body(type);
+    const std::size_t fixed = fixed_body(type, datagram);
     if (body < fixed || body > fixed + (fixed ? kMaxPrivateData : 0))
         return DecodeResult::malformed;
     if (size < kHeaderSize + body)
@@ -126,19 +141,29 @@ DecodeResult decode(const std::uint8_t* data, std::size_t size, Message& m, std:
     const std::uint8_t* b = data + kHeaderSize;
     m = Message{};
     m.type = type;
+    m.datagram = datagram;
+    const std::uint8_t* port = nullptr;
     switch (type) {
     case MessageType::request:
         m.conn_qual = get64(b);
         m.qpn = get32(b + 8);
+        port = datagram ? b + 12 : nullptr;
         break;
     case MessageType::reply:
         m.qpn = get32(b);
+        port = datagram ? b + 4 : nullptr;
         break;
     case MessageType::reject:
         m.reason = get32(b);
         break;
     default:
         break;
+    }
+    if (port) {
+        const std::uint32_t p = get32(port);
+        if (p == 0 || p > 0xffff)
+            return DecodeResult::malformed;
+        m.datagram_port = static_cast<std::uint16_t>(p);
     }
     if (fixed) {
         const std::uint32_t pdata = get32(b + fixed - 4);

@@ -34,6 +34,10 @@ struct Message {
     MessageType type = MessageType::request;
     std::uint64_t conn_qual = 0;  // request: the qualifier asked for
     std::uint32_t qpn = 0;        // request/reply: the sender's queue pair number
+    // request/reply between UD endpoints: no stream follows; the sender's
+    // datagram queue pair listens on this UDP port (of the CM's address).
+    bool datagram = false;
+    std::uint16_t datagram_port = 0;
     std::uint32_t reason = 0;     // reject: a RejectReason
     std::vector<std::uint8_t> private_data;
 };

@@ -111,8 +111,14 @@ TEST(CmWire, MalformedForms)
     w[5] = 9;
     expect_malformed(w, "type");
     w = good;
+    w[6] = 2;
+    expect_malformed(w, "unknown flag");
+    w = good;
+    w[7] = 1;
+    expect_malformed(w, "reserved byte");
+    w = bytes_of(sample(MessageType::reject, 4));
     w[6] = 1;
-    expect_malformed(w, "reserved bits");
+    expect_malformed(w, "datagram flag on a reject");
     w = good;
     w[11] = 15; // body shorter than the fixed request fields
     expect_malformed(w, "short body");
@@ -130,4 +136,55 @@ TEST(CmWire, MalformedForms)
     ready[11] = 4;
     ready.insert(ready.end(), 4, 0);
     expect_malformed(ready, "body on an empty message");
+}
+
+TEST(CmWire, DatagramRequestAndReplyCarryTheUdpPort)
+{
+    for (auto t : {MessageType::request, MessageType::reply}) {
+        Message in = sample(t, 4);
+        in.datagram = true;
+        in.datagram_port = 0xbeef;
+        const auto wire = bytes_of(in);
+        EXPECT_EQ(wire.size(), bytes_of(sample(t, 4)).size() + 4); // the port, nothing else
+        Message out;
+        std::size_t used = 0;
+        ASSERT_EQ(decode(wire.data(), wire.size(), out, used), DecodeResult::complete);
+        EXPECT_EQ(used, wire.size());
+        EXPECT_TRUE(out.datagram);
+        EXPECT_EQ(out.datagram_port, 0xbeef);
+        EXPECT_EQ(out.qpn, in.qpn);
+        EXPECT_EQ(out.private_data, in.private_data);
+        for (std::size_t n = 0; n < wire.size(); ++n) {
+            Message m;
+            EXPECT_EQ(decode(wire.data(), n, m, used), DecodeResult::incomplete) << n;
+        }
+    }
+    // A plain request is not a datagram one.
+    const auto plain = bytes_of(sample(MessageType::request, 4));
+    Message out;
+    std::size_t used = 0;
+    ASSERT_EQ(decode(plain.data(), plain.size(), out, used), DecodeResult::complete);
+    EXPECT_FALSE(out.datagram);
+    // The flag only means something on a request or a reply.
+    Message ready = sample(MessageType::ready, 0);
+    ready.datagram = true;
+    const auto r = bytes_of(ready);
+    EXPECT_EQ(r[6], 0);
+}
+
+TEST(CmWire, DatagramPortZeroOrWiderThan16BitsIsMalformed)
+{
+    Message in = sample(MessageType::reply, 0);
+    in.datagram = true;
+    in.datagram_port = 1;
+    auto wire = bytes_of(in);
+    Message m;
+    std::size_t used = 0;
+    wire[kHeaderSize + 7] = 0; // port 0
+    EXPECT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::malformed);
+    wire[kHeaderSize + 7] = 1;
+    wire[kHeaderSize + 5] = 1; // 0x10001
+    EXPECT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::malformed);
+    wire[kHeaderSize + 5] = 0;
+    EXPECT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::complete);
 }
