@@ -216,12 +216,14 @@ void SocketCm::unlisten(std::uint64_t listener_id)
 }
 
 std::uint64_t SocketCm::connect(const sockaddr_in& remote, std::uint64_t qual, std::uint32_t qpn,
-                                std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout)
+                                std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout,
+                                std::uint16_t datagram_port)
 {
     const std::uint64_t id = next_id_.fetch_add(1);
     Conn c;
     c.state = State::connecting;
     c.qpn = qpn;
+    c.datagram_port = datagram_port;
     c.request_pdata = std::move(private_data);
     c.deadline = std::chrono::steady_clock::now() + timeout;
     c.remote = remote;
@@ -295,7 +297,7 @@ void SocketCm::cancel(std::uint64_t id)
 }
 
 bool SocketCm::accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<std::uint8_t> private_data,
-                      std::chrono::milliseconds timeout)
+                      std::chrono::milliseconds timeout, std::uint16_t datagram_port)
 {
     std::lock_guard lock(mutex_);
     auto it = conns_.find(request_id);
@@ -304,6 +306,8 @@ bool SocketCm::accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<s
     Message rep;
     rep.type = MessageType::reply;
     rep.qpn = qpn;
+    rep.datagram = datagram_port != 0;
+    rep.datagram_port = datagram_port;
     rep.private_data = std::move(private_data);
     if (!send_message(it->second.fd, rep)) {
         // The peer is gone: the outcome is a failure, reported by the thread.
@@ -437,12 +441,16 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
         copy_address(req.remote, reinterpret_cast<const sockaddr*>(&c.remote));
         req.conn_qual = m.conn_qual;
         req.remote_qpn = m.qpn;
+        req.datagram = m.datagram;
+        req.datagram_port = m.datagram_port;
         req.private_data = std::move(m.private_data);
         out.requests.push_back(std::move(req));
         return;
     }
     case State::wait_reply:
-        if (m.type == MessageType::reply) {
+        if (m.type == MessageType::reply && m.datagram != (c.datagram_port != 0)) {
+            finish(id, c, Outcome::failed, {}, out, done, false); // a UD endpoint answered by an RC one, or back
+        } else if (m.type == MessageType::reply) {
             Message ready;
             ready.type = MessageType::ready;
             if (!send_message(c.fd, ready)) {
@@ -544,6 +552,8 @@ void SocketCm::run()
                         req.type = MessageType::request;
                         req.conn_qual = c.conn_qual;
                         req.qpn = c.qpn;
+                        req.datagram = c.datagram_port != 0;
+                        req.datagram_port = c.datagram_port;
                         req.private_data = c.request_pdata;
                         if (send_message(c.fd, req))
                             c.state = State::wait_reply;

@@ -41,6 +41,9 @@ struct Request { // a connection request waiting for accept or reject
     std::uint64_t conn_qual = 0;
     std::uint32_t remote_qpn = 0;
     std::vector<std::uint8_t> private_data;
+    // From a UD endpoint: its datagram queue pair's UDP port.
+    bool datagram = false;
+    std::uint16_t datagram_port = 0;
 };
 
 class SocketCm {
@@ -69,16 +72,20 @@ public:
     void unlisten(std::uint64_t listener_id);
 
     // Starts a connection attempt to `qual` at `remote` (whose port is the
-    // qualifier's); its outcome arrives through on_result.
+    // qualifier's); its outcome arrives through on_result. `datagram_port`
+    // (not 0): a UD endpoint's request, answered only by a UD endpoint's
+    // reply (its Message carries the peer's port); the stream handed over
+    // is the caller's to close.
     std::uint64_t connect(const sockaddr_in& remote, std::uint64_t qual, std::uint32_t qpn,
-                          std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout);
+                          std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout,
+                          std::uint16_t datagram_port = 0);
     // Abandons an attempt (no callback follows).
     void cancel(std::uint64_t id);
 
     // Answers a request. accept's outcome (the peer's ready) arrives through
     // on_result with the request's id. False for an unknown or answered id.
     bool accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<std::uint8_t> private_data,
-                std::chrono::milliseconds timeout);
+                std::chrono::milliseconds timeout, std::uint16_t datagram_port = 0);
     // `reason` other than consumer: the provider refused (the peer sees a non-peer reject).
     bool reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data,
                 RejectReason reason = RejectReason::consumer);
@@ -91,6 +98,7 @@ private:
         std::uint64_t listener = 0; // passive: known once the request names its qualifier
         std::uint16_t port = 0;     // passive: the port it came in on
         std::uint32_t qpn = 0;
+        std::uint16_t datagram_port = 0;         // active: a UD endpoint's request
         std::vector<std::uint8_t> request_pdata; // active: sent once connected
         std::vector<std::uint8_t> in;
         std::chrono::steady_clock::time_point deadline;

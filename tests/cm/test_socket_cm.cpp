@@ -360,3 +360,40 @@ TEST(SocketCm, ActiveSideMalformedReplyFails)
     ::close(conn);
     ::close(fake);
 }
+
+TEST(SocketCm, DatagramEndpointsExchangeTheirUdpPorts)
+{
+    Harness h;
+    std::uint64_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 7), 0);
+    const std::uint64_t attempt = h.cm.connect(loopback(), port, 0x101, pdata(4, 1), 5s, 0x4001);
+    auto req = h.pop(h.requests);
+    ASSERT_TRUE(req);
+    EXPECT_TRUE(req->datagram);
+    EXPECT_EQ(req->datagram_port, 0x4001);
+    EXPECT_EQ(req->remote_qpn, 0x101u);
+    ASSERT_TRUE(h.cm.accept(req->id, 0x202, pdata(4, 9), 5s, 0x4002));
+    auto active = h.result_for(attempt);
+    ASSERT_TRUE(active);
+    EXPECT_EQ(active->outcome, Outcome::established);
+    EXPECT_TRUE(active->message.datagram);
+    EXPECT_EQ(active->message.datagram_port, 0x4002);
+    EXPECT_EQ(active->message.qpn, 0x202u);
+    if (active->fd >= 0)
+        ::close(active->fd);
+}
+
+TEST(SocketCm, DatagramRequestAnsweredByAStreamEndpointFails)
+{
+    Harness h;
+    std::uint64_t port = 0;
+    ASSERT_EQ(h.cm.listen(loopback(), port, 7), 0);
+    const std::uint64_t attempt = h.cm.connect(loopback(), port, 0x101, {}, 5s, 0x4001);
+    auto req = h.pop(h.requests);
+    ASSERT_TRUE(req);
+    ASSERT_TRUE(h.cm.accept(req->id, 0x202, {}, 5s)); // no datagram port: an RC endpoint's reply
+    auto active = h.result_for(attempt);
+    ASSERT_TRUE(active);
+    EXPECT_EQ(active->outcome, Outcome::failed);
+    EXPECT_LT(active->fd, 0);
+}
