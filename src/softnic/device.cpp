@@ -533,6 +533,11 @@ bool Device::open_datagrams(Qp* qp, const sockaddr_in& local, sockaddr_in& bound
         return false;
     sockaddr_in at = local;
     at.sin_port = 0;
+    // Room for bursts while the engine is busy elsewhere (the kernel caps it
+    // at net.core.rmem_max/wmem_max): what overflows is lost, as UD allows.
+    const int room = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &room, sizeof room);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
     socklen_t len = sizeof bound;
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&at), sizeof at) != 0 ||
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
@@ -559,9 +564,22 @@ void Device::add_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qp
 {
     std::lock_guard lock(mutex_);
     for (const Qp::DatagramPeer& p : qp->datagram_peers_)
-        if (p.addr == peer.sin_addr.s_addr && p.port == peer.sin_port && p.qpn == qpn)
+        if (peer.sin_port != 0 && p.addr == peer.sin_addr.s_addr && p.port == peer.sin_port && p.qpn == qpn)
+            return; // known already
+    qp->datagram_peers_.push_back({peer.sin_addr.s_addr, peer.sin_port, peer.sin_port ? qpn : 0});
+}
+
+void Device::remove_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qpn)
+{
+    std::lock_guard lock(mutex_);
+    auto& peers = qp->datagram_peers_;
+    const std::uint32_t q = peer.sin_port ? qpn : 0;
+    for (auto p = peers.begin(); p != peers.end(); ++p) {
+        if (p->addr == peer.sin_addr.s_addr && p->port == peer.sin_port && p->qpn == q) {
+            peers.erase(p);
             return;
-    qp->datagram_peers_.push_back({peer.sin_addr.s_addr, peer.sin_port, qpn});
+        }
+    }
 }
 
 void Device::disconnect(Qp* qp)
@@ -1251,7 +1269,7 @@ bool Device::receive_datagrams(Qp& qp)
         }
         const std::uint32_t src_qpn = get_be32(header + 4);
         const bool known = std::any_of(qp.datagram_peers_.begin(), qp.datagram_peers_.end(), [&](const Qp::DatagramPeer& p) {
-            return p.addr == from.sin_addr.s_addr && p.port == from.sin_port && p.qpn == src_qpn;
+            return p.addr == from.sin_addr.s_addr && (p.port == 0 || (p.port == from.sin_port && p.qpn == src_qpn));
         });
         if (!known) {
             drop();

@@ -320,7 +320,8 @@ private:
     Drain drain_ = Drain::none; // a graceful disconnect in progress (or asked for before connect)
     bool goodbye_owed_ = false; // disconnected before connect(): it says goodbye on the socket
     // A datagram queue pair: fd_ is its UDP socket; it takes datagrams from
-    // these senders only (address and port in network byte order).
+    // these senders only (address and port in network byte order; port 0:
+    // any port and queue pair at that address).
     struct DatagramPeer {
         std::uint32_t addr;
         std::uint16_t port;
@@ -366,8 +367,12 @@ public:
     // address (any port), ready at once; `bound` is its address. False when
     // the socket cannot be made (or `qp` is connected already).
     bool open_datagrams(Qp* qp, const sockaddr_in& local, sockaddr_in& bound);
-    // Datagrams from queue pair `qpn` at `peer` are taken from now on.
+    // Datagrams from queue pair `qpn` at `peer` are taken from now on; with
+    // port 0 in `peer`, from any port and queue pair at its address (while
+    // an exchange with it is under way: its answer may race the exchange's
+    // end), until removed (one such entry per remove).
     void add_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qpn);
+    void remove_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qpn);
 
     // Breaks the connection: every outstanding WQE completes as flushed.
     // The peer is told it was deliberate (its side ends orderly), also when

@@ -1054,3 +1054,34 @@ TEST(SoftnicDatagram, OnlyDatagramSendsRunOnADatagramQueuePair)
     EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
     EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
 }
+
+TEST(SoftnicDatagram, AnAddressWithoutPortIsTakenUntilRemoved)
+{
+    softnic::Device dev;
+    const std::uint32_t pd = dev.alloc_pd();
+    Endpoint a(dev, pd), b(dev, pd);
+    sockaddr_in a_addr{}, b_addr{};
+    ASSERT_TRUE(dev.open_datagrams(a.qp, loopback(), a_addr));
+    ASSERT_TRUE(dev.open_datagrams(b.qp, loopback(), b_addr));
+    sockaddr_in any_port = loopback(); // port 0: any queue pair at that address (an exchange under way)
+    dev.add_datagram_peer(b.qp, any_port, 0);
+    std::vector<char> src(4, 'w'), dst(100, 0);
+    const auto ks = dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, pd);
+    const auto kd = dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, pd);
+    Sge r[2] = {sge_of(dst, kd, 0, 50), sge_of(dst, kd, 50, 50)};
+    ASSERT_TRUE(b.rq.post(&r[0], 1, 1));
+    ASSERT_TRUE(b.rq.post(&r[1], 1, 2));
+    const fastpath::RemoteAddress to{softnic::datagram_destination(b_addr), b.qp->qpn()};
+    Sge s = sge_of(src, ks);
+    ASSERT_TRUE(a.sq.post(softnic::kDatagramSendOpcode, &s, 1, 4, &to, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(b.next(b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+    EXPECT_EQ(softnic::datagram_source_qpn(c), a.qp->qpn());
+    dev.remove_datagram_peer(b.qp, any_port, 0);
+    ASSERT_TRUE(a.sq.post(softnic::kDatagramSendOpcode, &s, 1, 4, &to, 0, MLX5_WQE_CTRL_CQ_UPDATE, 2));
+    a.sq.ring();
+    ASSERT_TRUE(wait_dropped(dev, b.qp, 1)); // a stranger again
+    EXPECT_TRUE(b.quiet(b.recv_cq));
+}
