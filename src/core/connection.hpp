@@ -21,6 +21,19 @@ class Ep;
 // The most private data any connection manager carries (the socket CM's).
 inline constexpr std::uint32_t kMaxConnectionPrivateData = 256;
 
+// A UD endpoint's exchange with one peer (dat_ep_connect or dat_cr_accept
+// on a UD EP; Ia::ud_exchanges, under cm_mutex): what the peer said, until
+// dat_ib_ud_cm_free (its id is the event's context) or the EP goes.
+struct UdExchange {
+    Ep* ep = nullptr;
+    bool passive = false;
+    sockaddr_storage peer{};   // the peer's IA address
+    std::uint32_t peer_qpn = 0; // passive: from the request; active: from the reply
+    std::uint16_t peer_port = 0;
+    std::uint32_t private_data_size = 0; // what the event points at
+    std::uint8_t private_data[kMaxConnectionPrivateData] = {};
+};
+
 // Why the provider refuses a request (the peer sees a non-peer reject).
 enum class Refusal { no_listener, full };
 
@@ -51,6 +64,8 @@ public:
     // An attempt (ep.cm_id) stops: the consumer disconnects it, or the EP
     // is freed under it (`freeing`). The IA's cm_mutex is held.
     virtual void stop_attempt(Ep& ep, bool freeing) = 0;
+    // A UD endpoint's exchange `id` (connect or accept) stops: its EP goes.
+    virtual void stop_datagram_attempt(std::uint64_t) {}
     // The attempt ended (cm_result; the IA's cm_mutex held). Established:
     // the connection's id is recorded before its event is posted, and the
     // transport handed over after it (`fd`: the socket CM's stream), so no

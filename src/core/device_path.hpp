@@ -64,6 +64,25 @@ public:
     // lack (verbs: atomic_cap).
     virtual bool ib_extensions() const { return false; }
     virtual bool atomics() const { return false; }
+    // The IB extension's UD endpoints (DAT_IB_SERVICE_TYPE_UD). An address
+    // handle (DAT_IB_ADDR_HANDLE.ah) names a peer's datagram queue pair,
+    // learnt through the connection manager: make_address_handle also lets
+    // `ep` take datagrams from it (nullptr when the table is full);
+    // free_address_handle is false for what is not a live one.
+    virtual bool ud_endpoints() const { return false; }
+    virtual void* make_address_handle(Ep&, const sockaddr_storage& /*peer*/, std::uint32_t /*qpn*/,
+                                      std::uint16_t /*udp_port*/)
+    {
+        return nullptr;
+    }
+    virtual bool free_address_handle(void*) { return false; }
+    // `ep` takes datagrams from queue pair `qpn` at `peer`:`udp_port` from now
+    // on (`expect`), or no longer; port 0: from any of `peer`'s, while an
+    // exchange with it is under way.
+    virtual void expect_datagrams(Ep&, const sockaddr_storage& /*peer*/, std::uint32_t /*qpn*/,
+                                  std::uint16_t /*udp_port*/, bool /*expect*/)
+    {
+    }
     // Whether endpoints' high watermarks can be kept (the device shows when
     // an endpoint takes an SRQ buffer), and whether an SRQ endpoint may be
     // in another PZ than its SRQ.

@@ -87,17 +87,21 @@ DAT_RETURN complete_ep_attr(const Ia& ia, DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE whi
                                    {&a.max_rdma_write_iov, d.max_rdma_write_iov}})
         if (*field == 0)
             *field = fallback;
-    if (a.max_message_size == 0)
-        a.max_message_size = d.max_message_size;
+    if (a.max_message_size == 0) // a UD endpoint's default is its largest datagram
+        a.max_message_size = raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD ? kMaxUdMessageSize : d.max_message_size;
     if (a.max_rdma_size == 0)
         a.max_rdma_size = d.max_rdma_size;
     // d's segment counts are the IA's limits (the provider's, lowered to the device's).
     const auto sge_ok = [&d](DAT_COUNT n) { return n > 0 && n <= d.max_request_iov; };
     const auto depth_ok = [](DAT_COUNT n) { return n > 0 && n <= kMaxDtosPerEp; };
-    // The IB extensions' UD endpoints are a model no device kind offers yet.
-    if (raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD)
+    // The IB extension's UD endpoints, where the device kind has them: a
+    // message is one datagram, at most the MTU the IA reports.
+    const bool ud = raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD;
+    if (ud && !ia.device->ud_endpoints())
         return error(DAT_MODEL_NOT_SUPPORTED);
-    if (raw(a.service_type) != DAT_SERVICE_TYPE_RC || !depth_ok(a.max_recv_dtos) || !depth_ok(a.max_request_dtos) ||
+    if (ud && a.max_message_size > kMaxUdMessageSize)
+        return error(DAT_INVALID_PARAMETER, which_arg);
+    if ((!ud && raw(a.service_type) != DAT_SERVICE_TYPE_RC) || !depth_ok(a.max_recv_dtos) || !depth_ok(a.max_request_dtos) ||
         !sge_ok(a.max_recv_iov) || !sge_ok(a.max_request_iov) || !sge_ok(a.max_rdma_read_iov) ||
         !sge_ok(a.max_rdma_write_iov) || a.max_message_size > kMaxMessageSize || a.max_rdma_size > kMaxMessageSize ||
         a.max_rdma_read_in < 0 || a.max_rdma_read_out < 0 || a.max_rdma_read_in > kMaxRdmaReadPerEp ||
@@ -186,6 +190,7 @@ DAT_RETURN ep_create_common(DAT_IA_HANDLE handle, DAT_PZ_HANDLE pz_handle, DAT_E
     ep->soft_watermark = soft;
     ep->hard_watermark = hard;
     ep->attr = a;
+    ep->ud = raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD;
     if (!(pz && r && q && c))
         ep->state = DAT_EP_STATE_UNCONFIGURED_UNCONNECTED; // dat_ep_modify completes it
     if (pz && r && q && c) {
@@ -426,6 +431,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE handle, DAT_EP_PARAM_MASK mask, const DAT_EP_
             copy(a, in);
     if (DAT_RETURN rc = complete_ep_attr(*ep->ia, a, DAT_INVALID_ARG3, ep->srq != nullptr); rc != DAT_SUCCESS)
         return DAT_GET_TYPE(rc) == DAT_MODEL_NOT_SUPPORTED ? error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3) : rc;
+    if ((raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD) != ep->ud) // its queue pair is of one kind for life
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     // Everything here may change only before a connection is sought or
     // accepted; the PZ only while quiescent (Table 5).
     const DAT_EP_STATE s = ep->state.load();
@@ -519,6 +526,16 @@ void destroy_ep(Ep* ep)
         if (ep->cm_id && ep->ia->attempts.count(ep->cm_id)) {
             ep->ia->cm->stop_attempt(*ep, true);
             ep->ia->attempts.erase(ep->cm_id);
+        }
+        // A UD endpoint's exchanges: those under way stop, the others go.
+        for (auto x = ep->ia->ud_exchanges.begin(); x != ep->ia->ud_exchanges.end();) {
+            if (x->second.ep != ep) {
+                ++x;
+                continue;
+            }
+            if (ep->ia->attempts.erase(x->first))
+                ep->ia->cm->stop_datagram_attempt(x->first);
+            x = ep->ia->ud_exchanges.erase(x);
         }
     }
     ep->ia->cm->release(*ep);

@@ -26,6 +26,7 @@ class Ep : public Object {
 public:
     static constexpr DAT_HANDLE_TYPE kHandleType = DAT_HANDLE_TYPE_EP;
     PathKind path = PathKind::softnic;
+    bool ud = false; // DAT_IB_SERVICE_TYPE_UD: datagrams, no connection (extensions.cpp)
     EpQueues* queues = nullptr; // built once the PZ and the EVDs are known
     std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
     DAT_EP_ATTR attr{};

@@ -6,6 +6,7 @@
 #include "api.hpp"
 #include "data_path.hpp"
 #include "ep.hpp"
+#include "extensions.hpp"
 #include "ia.hpp"
 #include "service_point.hpp"
 
@@ -89,6 +90,76 @@ void ep_soft_watermark(void* context)
                DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT);
 }
 
+namespace {
+
+std::chrono::milliseconds attempt_timeout(DAT_TIMEOUT timeout)
+{
+    return timeout == DAT_TIMEOUT_INFINITE ? std::chrono::milliseconds(24L * 3600 * 1000)
+                                           : std::chrono::milliseconds(std::max<DAT_TIMEOUT>(1, timeout / 1000));
+}
+
+// dat_ep_connect on a UD endpoint: asks the peer's UD endpoint for its
+// queue pair number and UDP port. The EP stays unconnected (it may ask
+// many peers at once); the answer is an extension event (cm_result).
+DAT_RETURN connect_datagram(Ep* ep, DAT_IA_ADDRESS_PTR remote, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout,
+                            DAT_COUNT pdata_size, const DAT_PVOID pdata)
+{
+    if (!remote || remote->sa_family != ep->ia->address.ss_family)
+        return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+    if (cm::port_of_qualifier(qual) == 0)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (DAT_RETURN rc = ensure_queues(ep); rc != DAT_SUCCESS)
+        return rc;
+    Ia* ia = ep->ia;
+    const auto* bytes = static_cast<const std::uint8_t*>(pdata);
+    std::lock_guard lock(ia->cm_mutex); // the result cannot be handled before the id is recorded
+    cm::copy_address(ep->remote, remote);
+    cm::set_port(ep->remote, cm::port_of_qualifier(qual));
+    ep->remote_port = qual;
+    const std::uint64_t id =
+        ia->cm->connect(*ep, std::vector<std::uint8_t>(bytes, bytes + pdata_size), attempt_timeout(timeout));
+    if (id == 0)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    UdExchange& x = ia->ud_exchanges[id];
+    x.ep = ep;
+    x.peer = ep->remote;
+    ia->attempts[id] = ep;
+    // The peer learns this EP's port first: what it sends may arrive before
+    // its reply is handled here.
+    ia->device->expect_datagrams(*ep, x.peer, 0, 0, true);
+    return DAT_SUCCESS;
+}
+
+// The end of a UD endpoint's exchange `id` (cm_mutex held): the peer's
+// address handle in an extension event, or why there is none.
+void datagram_result(Ia* ia, std::uint64_t id, Ep* ep, AttemptOutcome outcome, const std::vector<std::uint8_t>& pdata,
+                     std::uint32_t peer_qpn, std::uint16_t peer_port)
+{
+    auto it = ia->ud_exchanges.find(id);
+    if (it == ia->ud_exchanges.end())
+        return;
+    UdExchange& x = it->second;
+    const auto size = static_cast<std::uint32_t>(std::min<std::size_t>(pdata.size(), kMaxConnectionPrivateData));
+    if (!x.passive)
+        ia->device->expect_datagrams(*ep, x.peer, 0, 0, false); // the exchange is over
+    if (outcome == AttemptOutcome::established) {
+        if (!x.passive) { // the reply's
+            x.peer_qpn = peer_qpn;
+            x.peer_port = peer_port;
+            x.private_data_size = size;
+            std::memcpy(x.private_data, pdata.data(), size);
+        }
+        if (void* ah = ia->device->make_address_handle(*ep, x.peer, x.peer_qpn, x.peer_port)) {
+            post_ud_established(ep, x, id, ah);
+            return;
+        }
+    }
+    post_ud_connection_failed(ep, outcome == AttemptOutcome::rejected, pdata.data(), size);
+    ia->ud_exchanges.erase(it);
+}
+
+} // namespace
+
 DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout,
                       DAT_COUNT pdata_size, const DAT_PVOID pdata, DAT_QOS qos, DAT_CONNECT_FLAGS flags)
 {
@@ -106,6 +177,8 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
         return not_supported();
     if (flags != DAT_CONNECT_DEFAULT_FLAG && flags != DAT_CONNECT_MULTIPATH_FLAG)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG8);
+    if (ep->ud)
+        return connect_datagram(ep, remote, qual, timeout, pdata_size, pdata);
     if (const DAT_EP_STATE now = ep->state.load(); now != DAT_EP_STATE_UNCONNECTED)
         return error(DAT_INVALID_STATE, ep_state_subtype(now));
     // The IA's own family only: rdma_cm resolves a route within one family,
@@ -124,9 +197,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     ep->connect_flags = flags;
     ep->state = DAT_EP_STATE_ACTIVE_CONNECTION_PENDING;
     const auto* bytes = static_cast<const std::uint8_t*>(pdata);
-    const auto wait = timeout == DAT_TIMEOUT_INFINITE
-                          ? std::chrono::milliseconds(24L * 3600 * 1000)
-                          : std::chrono::milliseconds(std::max<DAT_TIMEOUT>(1, timeout / 1000));
+    const auto wait = attempt_timeout(timeout);
     std::lock_guard lock(ia->cm_mutex); // the result cannot be handled before the id is recorded
     ep->cm_id = ia->cm->connect(*ep, std::vector<std::uint8_t>(bytes, bytes + pdata_size), wait);
     if (ep->cm_id == 0) {
@@ -137,7 +208,8 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
     return DAT_SUCCESS;
 }
 
-void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const std::vector<std::uint8_t>& pdata)
+void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const std::vector<std::uint8_t>& pdata,
+               std::uint32_t peer_qpn, std::uint16_t peer_port)
 {
     Ep* ep = nullptr;
     std::lock_guard lock(ia->cm_mutex); // the EP cannot be freed under us
@@ -148,6 +220,12 @@ void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const s
     if (!ep || !ia->cm) { // gone, or the IA is closing
         if (fd >= 0)
             ::close(fd);
+        return;
+    }
+    if (ep->ud) { // no stream follows the exchange
+        if (fd >= 0)
+            ::close(fd);
+        datagram_result(ia, id, ep, outcome, pdata, peer_qpn, peer_port);
         return;
     }
     const bool passive = ep->state.load() == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;

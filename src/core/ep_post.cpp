@@ -19,6 +19,8 @@ constexpr DAT_COMPLETION_FLAGS kPostFlags =
 // flushed at once) if the queues exist.
 [[gnu::noinline]] DAT_RETURN request_state_error(Ep* ep)
 {
+    if (ep->ud) // never connected: sends are dat_ib_post_send_ud's, RDMA has no UD form
+        return error(DAT_MODEL_NOT_SUPPORTED);
     const DAT_EP_STATE s = ep->state.load(std::memory_order_relaxed);
     if (s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_DISCONNECTED)
         return ep->queues ? static_cast<DAT_RETURN>(DAT_SUCCESS)

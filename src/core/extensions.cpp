@@ -1,6 +1,7 @@
 // The IB extensions (dat_ib_extensions.h) on IAs whose device offers them
 // (every kind; atomics where the device has them): RDMA write with
-// immediate data, 8-byte compare and swap and fetch and add, and counters. Reached through dat_extension_op and the
+// immediate data, 8-byte compare and swap and fetch and add, and counters;
+// UD endpoints where the device kind has them (softnic). Reached through dat_extension_op and the
 // provider table's handle_extendedop_func; never on the DTO fast path.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
@@ -13,6 +14,7 @@
 #include "ia.hpp"
 
 #include <cstdio>
+#include <cstring>
 
 namespace fastdapl::core {
 
@@ -47,7 +49,7 @@ DAT_RETURN check_request(Ep* ep, bool atomic, DAT_COMPLETION_FLAGS flags, DAT_RE
     if (!ep)
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
     const DevicePath& device = *ep->ia->device;
-    if (!device.ib_extensions() || (atomic && !device.atomics()))
+    if (!device.ib_extensions() || (atomic && !device.atomics()) || ep->ud) // no RDMA or atomics over UD
         return error(DAT_MODEL_NOT_SUPPORTED);
     const DAT_EP_STATE s = ep->state.load(std::memory_order_relaxed);
     if (s != DAT_EP_STATE_CONNECTED || !ep->queues)
@@ -117,6 +119,87 @@ DAT_RETURN post_atomic(DAT_HANDLE handle, bool compare_swap, va_list args)
     if (rc == DAT_SUCCESS)
         ep->ib_counters.add(compare_swap ? DCNT_EP_POST_CMP_SWAP : DCNT_EP_POST_FETCH_ADD);
     return rc;
+}
+
+// dat_ib_post_send_ud(ep, segments, lbuf, remote_ah, cookie, flags): one
+// datagram to the peer an address handle of this IA names.
+DAT_RETURN post_send_datagram(DAT_HANDLE handle, va_list args)
+{
+    const DAT_COUNT n = va_arg(args, DAT_COUNT);
+    const DAT_LMR_TRIPLET* iov = va_arg(args, DAT_LMR_TRIPLET*);
+    const DAT_IB_ADDR_HANDLE* to = va_arg(args, DAT_IB_ADDR_HANDLE*);
+    const DAT_DTO_COOKIE cookie = va_arg(args, DAT_DTO_COOKIE);
+    const auto flags = static_cast<DAT_COMPLETION_FLAGS>(va_arg(args, int));
+    Ep* ep = from_handle<Ep>(handle);
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (!ep->ia->device->ud_endpoints())
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    if (!ep->ud)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1); // an RC endpoint sends with dat_ep_post_send
+    if (!ep->queues)
+        return error(DAT_INVALID_STATE, ep_state_subtype(ep->state.load(std::memory_order_relaxed)));
+    if ((flags & ~kPostFlags) || ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+                                  !(ep->attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG)))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+    if (n < 0 || n > ep->attr.max_request_iov || (n > 0 && !iov))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (!to)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    std::uint64_t total = 0;
+    for (DAT_COUNT i = 0; i < n; ++i)
+        total += iov[i].segment_length;
+    if (total > static_cast<std::uint64_t>(ep->attr.max_message_size))
+        return error(DAT_LENGTH_ERROR);
+    const DAT_RETURN rc = dp::post_datagram(ep, n, iov, static_cast<std::uint32_t>(total), cookie, to->ah, to->qpn, flags);
+    if (rc == DAT_SUCCESS) {
+        ep->ib_counters.add(DCNT_EP_POST_SEND_UD);
+        ep->ib_counters.add(DCNT_EP_POST_SEND_UD_DATA, total);
+    }
+    return rc;
+}
+
+// A UD endpoint's extended op: the EP, and that it is one.
+DAT_RETURN check_ud_endpoint(Ep* ep)
+{
+    if (!ep)
+        return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+    if (!ep->ia->device->ud_endpoints())
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    if (!ep->ud)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    return DAT_SUCCESS;
+}
+
+// dat_ib_ud_cm_free(ep, context): the exchange an established event named
+// (its private data goes with it).
+DAT_RETURN free_ud_exchange(DAT_HANDLE handle, va_list args)
+{
+    const DAT_CONTEXT context = va_arg(args, DAT_CONTEXT);
+    Ep* ep = from_handle<Ep>(handle);
+    if (DAT_RETURN rc = check_ud_endpoint(ep); rc != DAT_SUCCESS)
+        return rc;
+    Ia* ia = ep->ia;
+    std::lock_guard lock(ia->cm_mutex);
+    const auto it = ia->ud_exchanges.find(context.as_64);
+    // Still under way (not reported yet), or another EP's: not the consumer's to free.
+    if (it == ia->ud_exchanges.end() || it->second.ep != ep || ia->attempts.count(context.as_64))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    ia->ud_exchanges.erase(it);
+    return DAT_SUCCESS;
+}
+
+// dat_ib_ud_ah_free(ep, remote_ah): the address handle goes (sends to it
+// must have completed); the peer may still send to this EP.
+DAT_RETURN free_address_handle(DAT_HANDLE handle, va_list args)
+{
+    const DAT_IB_ADDR_HANDLE* ah = va_arg(args, DAT_IB_ADDR_HANDLE*);
+    Ep* ep = from_handle<Ep>(handle);
+    if (DAT_RETURN rc = check_ud_endpoint(ep); rc != DAT_SUCCESS)
+        return rc;
+    if (!ah || !ep->ia->device->free_address_handle(ah->ah))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    return DAT_SUCCESS;
 }
 
 const char* const kIaCounterNames[] = {"DCNT_IA_PZ_CREATE",
@@ -285,6 +368,9 @@ void mark_extended_request(DAT_EVENT& e, DAT_DTOS op)
     case DAT_IB_DTO_CMP_SWAP:
         begin_extended(e, DAT_IB_CMP_AND_SWAP);
         break;
+    case DAT_IB_DTO_SEND_UD:
+        begin_extended(e, DAT_IB_UD_SEND);
+        break;
     default:
         begin_extended(e, DAT_IB_RDMA_WRITE_IMMED);
         break;
@@ -302,6 +388,58 @@ void mark_immediate_receive(DAT_EVENT& e, Ep* ep, std::uint8_t cqe_opcode, std::
         ep->ib_counters.add(write ? DCNT_EP_RECV_RDMA_IMM : DCNT_EP_RECV_IMM);
         ep->ib_counters.add(write ? DCNT_EP_RECV_RDMA_IMM_DATA : DCNT_EP_RECV_IMM_DATA, d.transfered_length);
     }
+}
+
+void mark_datagram_receive(DAT_EVENT& e, Ep* ep, std::uint32_t src_qpn, std::uint32_t src_addr)
+{
+    auto& d = e.event_data.dto_completion_event_data;
+    begin_extended(e, DAT_IB_UD_RECV);
+    d.operation = static_cast<DAT_DTOS>(DAT_IB_DTO_RECV_UD);
+    auto& x = extension_data(e);
+    x.remote_ah.ah = nullptr; // a receive names its sender, it makes no handle
+    x.remote_ah.qpn = src_qpn;
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = src_addr;
+    std::memcpy(&x.remote_ah.ia_addr, &from, sizeof from);
+    if (d.status == DAT_DTO_SUCCESS) {
+        ep->ib_counters.add(DCNT_EP_RECV_UD);
+        ep->ib_counters.add(DCNT_EP_RECV_UD_DATA, d.transfered_length);
+    }
+}
+
+void post_ud_established(Ep* ep, const UdExchange& x, std::uint64_t context, void* ah)
+{
+    if (!ep->connect_evd)
+        return;
+    DAT_EVENT e{};
+    e.event_number = static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED);
+    e.evd_handle = ep->connect_evd;
+    auto& c = e.event_data.connect_event_data;
+    c.ep_handle = ep;
+    c.private_data_size = static_cast<DAT_COUNT>(x.private_data_size);
+    c.private_data = x.private_data_size ? const_cast<std::uint8_t*>(x.private_data) : nullptr;
+    auto& d = extension_data(e);
+    d.type = x.passive ? DAT_IB_UD_PASSIVE_REMOTE_AH : DAT_IB_UD_REMOTE_AH;
+    d.status = DAT_OP_SUCCESS;
+    d.remote_ah.ah = static_cast<ibv_ah*>(ah);
+    d.remote_ah.qpn = x.peer_qpn;
+    sockaddr_in peer{};
+    std::memcpy(&peer, &x.peer, sizeof peer);
+    peer.sin_port = 0; // the IA address; the datagram port is the handle's
+    std::memcpy(&d.remote_ah.ia_addr, &peer, sizeof peer);
+    d.context.as_64 = context;
+    ep->ia->ib_counters.add(x.passive ? DCNT_IA_CM_PASSIVE_EST : DCNT_IA_CM_ACTIVE_EST);
+    if (!post_event(ep->connect_evd, e))
+        report_overflow(ep->connect_evd);
+}
+
+void post_ud_connection_failed(Ep* ep, bool rejected, const std::uint8_t* pdata, std::uint32_t size)
+{
+    post_connection_event(ep,
+                          static_cast<DAT_EVENT_NUMBER>(rejected ? DAT_IB_UD_CONNECTION_REJECT_EVENT
+                                                                 : DAT_IB_UD_CONNECTION_ERROR_EVENT),
+                          pdata, size);
 }
 
 bool ia_offers_ib_extensions(DAT_IA_HANDLE ia_handle)
@@ -324,10 +462,11 @@ DAT_RETURN handle_extendedop(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args
     case DAT_IB_PRINT_COUNTERS_OP:
         return counters(handle, true, args);
     case DAT_IB_UD_SEND_OP:
+        return post_send_datagram(handle, args);
     case DAT_IB_UD_CM_FREE_OP:
+        return free_ud_exchange(handle, args);
     case DAT_IB_UD_AH_FREE_OP:
-        // No UD endpoints (DAT_IB_SERVICE_TYPE_UD is refused at ep_create).
-        return error(DAT_MODEL_NOT_SUPPORTED);
+        return free_address_handle(handle, args);
     case DAT_IB_START_COUNTERS_OP:
     case DAT_IB_STOP_COUNTERS_OP:
         // The sampled groups (CM, link, diagnostics) read a port's MADs;

@@ -16,6 +16,7 @@
 namespace fastdapl::core {
 
 class Ep;
+struct UdExchange;
 
 // DTO operations at or above this value are not the core API's: extended
 // requests (DAT_IB_DTO_*), and the memory-window bind the reader handles
@@ -47,6 +48,19 @@ void mark_extended_request(DAT_EVENT& e, DAT_DTOS op);
 // sender stored the value unconverted, as the reference dapl does), already
 // filled in as a receive completion.
 void mark_immediate_receive(DAT_EVENT& e, Ep* ep, std::uint8_t cqe_opcode, std::uint32_t imm);
+
+// A UD endpoint's receive (the datagram's sender: its queue pair number and
+// IPv4 address and port, network byte order), already filled in as a
+// receive completion.
+void mark_datagram_receive(DAT_EVENT& e, Ep* ep, std::uint32_t src_qpn, std::uint32_t src_addr);
+
+// A UD endpoint's exchange `x` ended well (connection EVD):
+// DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED with the peer's address handle
+// `ah`, `context` the id dat_ib_ud_cm_free takes, the other side's private
+// data (x keeps it).
+void post_ud_established(Ep* ep, const UdExchange& x, std::uint64_t context, void* ah);
+// ... or did not: the peer's consumer rejected it, or it failed.
+void post_ud_connection_failed(Ep* ep, bool rejected, const std::uint8_t* pdata, std::uint32_t size);
 
 // The extension entry point of the DAT_PROVIDER table (every op but the
 // open/close query pair, which the provider handles: it knows the IA names).

@@ -62,6 +62,7 @@ public:
     std::recursive_mutex cm_mutex;
     std::map<std::uint64_t, Psp*> listeners; // listener id -> PSP
     std::map<std::uint64_t, Ep*> attempts;   // connect or accept id -> EP
+    std::map<std::uint64_t, UdExchange> ud_exchanges; // UD endpoints' connect or accept id -> its exchange
     std::vector<Object*> requests;           // CRs not yet accepted or rejected: an abrupt close ends them
     IaCounters ib_counters;                  // dat_ib_query_counters
 
@@ -140,6 +141,8 @@ inline constexpr DAT_COUNT kMaxRecvPerSrq = 0x7fff; // the doorbell record count
 inline constexpr DAT_COUNT kMaxEpPerSrq = 1 << 16;
 inline constexpr std::uint32_t kMaxSge = 16;
 inline constexpr std::uint32_t kMaxMessageSize = 1u << 30;
+// A UD endpoint's largest message: one datagram of the 4096-byte MTU IAs report.
+inline constexpr std::uint32_t kMaxUdMessageSize = 4096;
 inline constexpr std::uint32_t kMaxInline = 64; // bytes a WQE carries inline
 
 } // namespace fastdapl::core

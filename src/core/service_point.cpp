@@ -6,6 +6,7 @@
 #include "address.hpp" // src/cm: sockaddr helpers, no CM state
 #include "api.hpp"
 #include "ep.hpp"
+#include "extensions.hpp"
 #include "ia.hpp"
 
 #include <algorithm>
@@ -38,6 +39,9 @@ void deliver_request(Ia* ia, Psp* psp, const IncomingRequest& r)
     cr->private_data_size = std::min<std::uint32_t>(cr->private_data_size, sizeof cr->private_data);
     if (cr->private_data_size)
         std::memcpy(cr->private_data, r.private_data.data(), cr->private_data_size);
+    cr->datagram = r.datagram;
+    cr->remote_qpn = r.remote_qpn;
+    cr->datagram_port = r.datagram_port;
     DAT_EVENT e{};
     e.event_number = DAT_CONNECTION_REQUEST_EVENT;
     e.evd_handle = psp->evd;
@@ -380,6 +384,48 @@ DAT_RETURN cr_query(DAT_CR_HANDLE handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM* 
     return DAT_SUCCESS;
 }
 
+namespace {
+
+// A UD endpoint's request, accepted by a UD endpoint of the consumer's: the
+// reply carries its queue pair number and UDP port; the EP stays
+// unconnected (it may answer and ask many peers) and reports the peer's
+// address handle once the requester confirms (cm_result).
+DAT_RETURN accept_datagram(Cr* cr, Ep* ep, DAT_COUNT pdata_size, const DAT_PVOID pdata)
+{
+    if (DAT_RETURN rc = ensure_queues(ep); rc != DAT_SUCCESS)
+        return rc;
+    Ia* ia = cr->ia;
+    UdExchange x;
+    x.ep = ep;
+    x.passive = true;
+    x.peer = cr->remote;
+    x.peer_qpn = cr->remote_qpn;
+    x.peer_port = cr->datagram_port;
+    x.private_data_size = cr->private_data_size; // the request's: the passive event carries it
+    std::memcpy(x.private_data, cr->private_data, cr->private_data_size);
+    {
+        std::lock_guard lock(ia->cm_mutex);
+        ia->attempts[cr->request_id] = ep;
+        ia->ud_exchanges[cr->request_id] = x;
+        std::erase(ia->requests, cr);
+    }
+    // The requester may send as soon as it has the reply.
+    ia->device->expect_datagrams(*ep, x.peer, x.peer_qpn, x.peer_port, true);
+    const auto* bytes = static_cast<const std::uint8_t*>(pdata);
+    if (!ia->cm->accept(cr->request_id, *ep, std::vector<std::uint8_t>(bytes, bytes + pdata_size),
+                        std::chrono::milliseconds(5000))) {
+        std::lock_guard lock(ia->cm_mutex);
+        ia->attempts.erase(cr->request_id);
+        ia->ud_exchanges.erase(cr->request_id);
+        post_ud_connection_failed(ep, false, nullptr, 0);
+    }
+    ia->ib_counters.add(DCNT_IA_SP_CR_ACCEPTED);
+    destroy_object(cr);
+    return DAT_SUCCESS;
+}
+
+} // namespace
+
 DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pdata_size, const DAT_PVOID pdata)
 {
     Cr* cr = from_handle<Cr>(handle);
@@ -387,6 +433,17 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
         return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR);
     if (pdata_size < 0 || pdata_size > max_private_data(cr->ia) || (pdata_size && !pdata))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // the CR stays usable
+    // A UD endpoint answers a UD endpoint's request only, and the other way
+    // round (the CR stays usable).
+    if (Ep* given = ep_handle ? from_handle<Ep>(ep_handle) : nullptr; given && given->ia == cr->ia &&
+                                                                      given->ud != cr->datagram)
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (cr->datagram) {
+        Ep* ep = ep_handle ? from_handle<Ep>(ep_handle) : nullptr;
+        if (!ep || ep->ia != cr->ia || cr->ep || cr->provider_ep)
+            return error(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+        return accept_datagram(cr, ep, pdata_size, pdata);
+    }
     Ep* ep = nullptr;
     if (cr->ep || cr->provider_ep) { // the request names its endpoint: only that one may take it
         if (ep_handle && ep_handle != cr->ep)

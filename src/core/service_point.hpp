@@ -58,6 +58,10 @@ public:
     DAT_CONN_QUAL conn_qual = 0;
     std::uint32_t private_data_size = 0;
     std::uint8_t private_data[kMaxConnectionPrivateData] = {};
+    // From a UD endpoint: only a UD endpoint takes it.
+    bool datagram = false;
+    std::uint32_t remote_qpn = 0;
+    std::uint16_t datagram_port = 0;
 };
 
 // A connection request arrived for `listener` (a CM's thread, the IA's
@@ -68,12 +72,17 @@ struct IncomingRequest {
     sockaddr_storage remote{};
     DAT_CONN_QUAL conn_qual = 0;
     std::vector<std::uint8_t> private_data;
+    bool datagram = false;
+    std::uint32_t remote_qpn = 0;
+    std::uint16_t datagram_port = 0;
 };
 void cm_request(Ia* ia, const IncomingRequest& r);
 
 // How a connection attempt ended (a CM's thread).
 enum class AttemptOutcome { established, rejected, no_listener, unreachable, timed_out, failed };
-void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const std::vector<std::uint8_t>& private_data);
+// `peer_qpn`, `peer_port`: an active UD endpoint's answer (the reply's).
+void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const std::vector<std::uint8_t>& private_data,
+               std::uint32_t peer_qpn = 0, std::uint16_t peer_port = 0);
 
 void destroy_psp(Psp* psp);
 

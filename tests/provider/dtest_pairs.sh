@@ -2,7 +2,8 @@
 # Debian's dtest and dtestsrq, server and client, on the fastdapl-tcp IA over
 # loopback: dtest's default run, -W ping-pong and -D (ping-pong with data
 # validation, 64 KiB buffers to keep it short); dtestsrq with 100
-# connections sharing one SRQ per side, in bursts. Each with our libdat2
+# connections sharing one SRQ per side, in bursts, and with UD endpoints
+# (-u: datagrams into the SRQ). Each with our libdat2
 # (LD_LIBRARY_PATH) and with Debian's libdat2 hosting our provider
 # (DAT_OVERRIDE only).
 # usage: dtest_pairs.sh LIBDAT2_DIR PROVIDER_CONF [validate-4m-x20]
@@ -34,6 +35,7 @@ run_pair() { # program, label, registry(ours|debian), options...
     local program=$1 label=$2 registry=$3; shift 3
     local passed="Test Complete. PASSED"
     [ "$program" = dtestsrq ] && passed="DAPL RC SRQ Test Complete."
+    case " $* " in *" -u "*) passed="DAPL UD SRQ Test Complete." ;; esac
     local env_lib=()
     [ "$registry" = ours ] && env_lib=(env "LD_LIBRARY_PATH=$libdir")
     "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL $program -P "$ia" -s "$@" >"$work/server.$label" 2>&1 &
@@ -69,5 +71,7 @@ for registry in ours debian; do
     # connection; then the default (one message, MTU-sized buffers).
     run_pair dtestsrq c100-bursts-$registry $registry -c 100 -B 10 -t 10
     run_pair dtestsrq default-$registry $registry
+    run_pair dtestsrq ud-$registry $registry -u
+    run_pair dtestsrq ud-c20-bursts-$registry $registry -u -c 20 -B 10 -t 10
 done
 exit $fail

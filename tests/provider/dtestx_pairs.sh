@@ -3,9 +3,11 @@
 # compare and swap, fetch and add), server and client, on the fastdapl-tcp
 # IA over loopback: the default run and -p (counters queried and printed),
 # each with our libdat2 (LD_LIBRARY_PATH) and with Debian's libdat2
-# hosting our provider (DAT_OVERRIDE only); then -q (dat_ib_open_query and
-# dat_ib_close_query) alone with each registry. dtestx's UD modes (-u, -U,
-# -m) are not run: no device kind offers UD endpoints (README).
+# hosting our provider (DAT_OVERRIDE only); the UD modes (-u: four
+# exchanges on one UD endpoint each side, -U 4: four endpoints, -u -m: the
+# server's endpoint 0 to all of the client's), where the client is -c and
+# both sides ask and answer; then -q (dat_ib_open_query and
+# dat_ib_close_query) alone with each registry.
 # usage: dtestx_pairs.sh LIBDAT2_DIR PROVIDER_CONF
 set -uo pipefail
 libdir=$(cd "$1" && pwd)
@@ -24,18 +26,21 @@ listening() { grep -qiE ":(3DD4|7988) .* 0A " /proc/net/tcp; }
 
 run_pair() { # label, registry(ours|debian), options...
     local label=$1 registry=$2; shift 2
-    local env_lib=()
+    local env_lib=() client_mode=() expected=$passed
+    case " $* " in # a UD run: the client says so (-h alone leaves it a server)
+    *" -u "* | *" -U "*) client_mode=(-c); expected="IB extension test - UD test PASSED" ;;
+    esac
     [ "$registry" = ours ] && env_lib=(env "LD_LIBRARY_PATH=$libdir")
     "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtestx -P fastdapl-tcp "$@" >"$work/server.$label" 2>&1 &
     local server=$!
     for _ in $(seq 1 200); do listening && break; sleep 0.05; done # wait for the listener, not a fixed time
-    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtestx -P fastdapl-tcp -h 127.0.0.1 "$@" \
-        >"$work/client.$label" 2>&1
+    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtestx -P fastdapl-tcp "${client_mode[@]}" \
+        -h 127.0.0.1 "$@" >"$work/client.$label" 2>&1
     local client_rc=$?
     wait $server
     local server_rc=$?
-    if [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] && grep -q "$passed" "$work/client.$label" &&
-        grep -q "$passed" "$work/server.$label"; then
+    if [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] && grep -q "$expected" "$work/client.$label" &&
+        grep -q "$expected" "$work/server.$label"; then
         echo "ok: dtestx $label"
     else
         echo "FAIL: dtestx $label (client $client_rc, server $server_rc)"; echo "--- client"; tail -15 "$work/client.$label"
@@ -63,6 +68,9 @@ run_query() { # label, registry
 for registry in ours debian; do
     run_pair default-$registry $registry
     run_pair counters-$registry $registry -p
+    run_pair ud-$registry $registry -u
+    run_pair ud-4-endpoints-$registry $registry -U 4
+    run_pair ud-multi-server-$registry $registry -u -m
     run_query query-$registry $registry
 done
 exit $fail

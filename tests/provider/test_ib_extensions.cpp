@@ -2,7 +2,9 @@
 // dat_extension_op: attributes, dat_ib_open_query/close_query, RDMA write
 // with immediate data and its receive, compare and swap, fetch and add
 // (concurrent, from two endpoints), counters, and the errors each call
-// documents. UD and collectives answer MODEL_NOT_SUPPORTED. Every IA kind
+// documents; UD endpoints on softnic IAs (elsewhere, like collectives,
+// MODEL_NOT_SUPPORTED): the exchange of address handles, datagrams behind
+// a GRH, oversized ones dropped, over an SRQ, the frees. Every IA kind
 // offers the extensions (softnic, generic verbs, mlx5 direct); where the
 // device has no atomics the IA says so and they answer MODEL_NOT_SUPPORTED.
 // SPDX-License-Identifier: BSD-3-Clause
@@ -21,7 +23,10 @@
 #include <cstdlib>
 
 #include <cstring>
+#include <netinet/in.h>
+
 #include <set>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -36,6 +41,10 @@ DAT_RETURN type_of(DAT_RETURN rc)
 DAT_RETURN t(DAT_RETURN type)
 {
     return type;
+}
+DAT_RETURN err(DAT_RETURN type, DAT_RETURN_SUBTYPE subtype)
+{
+    return static_cast<DAT_RETURN>(DAT_CLASS_ERROR | static_cast<unsigned>(type) | static_cast<unsigned>(subtype));
 }
 constexpr auto kIbDtoEvent = static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT);
 
@@ -145,7 +154,8 @@ TEST_F(IbExtensions, AttributesNameTheExtension)
     const std::string cas = provider_specific(ia, DAT_IB_ATTR_CMP_AND_SWAP).value_or("");
     EXPECT_TRUE(cas == "TRUE" || cas == "FALSE") << cas;
     EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_FETCH_AND_ADD).value_or(""), cas);
-    EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_UD).value_or(""), "FALSE");
+    // UD endpoints on softnic IAs only (verbs IAs: not built yet).
+    EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_UD).value_or(""), ia_is_verbs(ia) ? "FALSE" : "TRUE");
     if (!atomics()) { // a device without atomics (the fake mlx5 device's FAKE_MLX5_NO_ATOMICS)
         DAT_EP_HANDLE a, b;
         connect_pair(a, dto_a, b);
@@ -426,7 +436,7 @@ TEST_F(IbExtensions, CountersOfEachKind)
     EXPECT_EQ(v, 0u);
 }
 
-TEST_F(IbExtensions, UnreliableDatagramsAndCollectivesAreNotOffered)
+TEST_F(IbExtensions, UnreliableDatagramsOnlyOnSoftnicAndCollectivesNowhere)
 {
     DAT_EP_ATTR ud{};
     ud.service_type = static_cast<DAT_SERVICE_TYPE>(DAT_IB_SERVICE_TYPE_UD);
@@ -434,16 +444,338 @@ TEST_F(IbExtensions, UnreliableDatagramsAndCollectivesAreNotOffered)
     ud.max_recv_dtos = ud.max_request_dtos = 8;
     ud.max_recv_iov = ud.max_request_iov = 1;
     DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
-    EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &ud, &ep)), t(DAT_MODEL_NOT_SUPPORTED));
-    SKIP_UNLESS_SUPPORTED();
     DAT_EP_HANDLE rc_ep = make_ep(dto_a, conn_a);
     DAT_LMR_TRIPLET l = local(0, 8);
     DAT_IB_ADDR_HANDLE ah{};
-    EXPECT_EQ(type_of(dat_ib_post_send_ud(rc_ep, 1, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG)),
-              t(DAT_MODEL_NOT_SUPPORTED));
+    if (ia_is_verbs(ia)) {
+        EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &ud, &ep)), t(DAT_MODEL_NOT_SUPPORTED));
+        EXPECT_EQ(type_of(dat_ib_post_send_ud(rc_ep, 1, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG)),
+                  t(DAT_MODEL_NOT_SUPPORTED));
+        EXPECT_EQ(type_of(dat_ib_ud_ah_free(rc_ep, &ah)), t(DAT_MODEL_NOT_SUPPORTED));
+        EXPECT_EQ(type_of(dat_ib_ud_cm_free(rc_ep, nullptr)), t(DAT_MODEL_NOT_SUPPORTED));
+    } else {
+        EXPECT_EQ(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &ud, &ep), kOk);
+    }
+    SKIP_UNLESS_SUPPORTED();
     EXPECT_EQ(type_of(dat_ib_collective_barrier(rc_ep, DAT_CONTEXT{}, DAT_COMPLETION_DEFAULT_FLAG)),
               t(DAT_MODEL_NOT_SUPPORTED));
     EXPECT_EQ(type_of(dat_extension_op(rc_ep, static_cast<DAT_EXTENDED_OP>(0x7ff))), t(DAT_INVALID_PARAMETER));
+}
+
+// --- UD endpoints (softnic IAs) --------------------------------------------------------
+
+class UdEndpoints : public IbExtensions {
+protected:
+    void SetUp() override
+    {
+        IbExtensions::SetUp();
+        if (provider_specific(ia, DAT_IB_ATTR_UD).value_or("") != "TRUE")
+            GTEST_SKIP() << "this IA (" << test_ia_name() << ") has no UD endpoints";
+    }
+    static DAT_EP_ATTR ud_attr(DAT_VLEN max_message = 1024)
+    {
+        DAT_EP_ATTR a{};
+        a.service_type = static_cast<DAT_SERVICE_TYPE>(DAT_IB_SERVICE_TYPE_UD);
+        a.max_message_size = max_message;
+        a.max_recv_dtos = a.max_request_dtos = 16;
+        a.max_recv_iov = a.max_request_iov = 2;
+        return a;
+    }
+    DAT_EP_HANDLE make_ud(DAT_EVD_HANDLE dto, DAT_EVD_HANDLE conn)
+    {
+        DAT_EP_ATTR a = ud_attr();
+        DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+        EXPECT_EQ(dat_ep_create(ia, pz, dto, dto, conn, &a, &ep), kOk);
+        return ep;
+    }
+    // `active` asks `passive` (through a PSP) for its address handle, each
+    // with four bytes of private data; both events are checked and kept.
+    void exchange(DAT_EP_HANDLE active, DAT_EVD_HANDLE active_conn, DAT_EP_HANDLE passive,
+                  DAT_EVD_HANDLE passive_conn)
+    {
+        DAT_CONN_QUAL qual = 0;
+        DAT_PSP_HANDLE psp;
+        ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+        ASSERT_EQ(dat_ep_connect(active, attr.ia_address_ptr, qual, kWait, 4, const_cast<char*>("ask!"),
+                                 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                  kOk);
+        DAT_EVENT e = next(cr_evd);
+        ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+        ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, passive, 4, const_cast<char*>("ok!!")),
+                  kOk);
+        active_event = next(active_conn);
+        passive_event = next(passive_conn);
+        for (auto [ev, type, pdata] : {std::tuple{&active_event, DAT_IB_UD_REMOTE_AH, "ok!!"},
+                                       std::tuple{&passive_event, DAT_IB_UD_PASSIVE_REMOTE_AH, "ask!"}}) {
+            ASSERT_EQ(ev->event_number, static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED));
+            const auto& x = ext_of(*ev);
+            EXPECT_EQ(x.type, type);
+            EXPECT_EQ(x.status, DAT_OP_SUCCESS);
+            EXPECT_NE(x.remote_ah.ah, nullptr);
+            EXPECT_GE(x.remote_ah.qpn, 0x100u);
+            EXPECT_EQ(std::memcmp(&reinterpret_cast<const sockaddr_in&>(x.remote_ah.ia_addr).sin_addr,
+                                  &reinterpret_cast<const sockaddr_in*>(attr.ia_address_ptr)->sin_addr, 4),
+                      0);
+            const auto& c = ev->event_data.connect_event_data;
+            ASSERT_EQ(c.private_data_size, 4);
+            EXPECT_EQ(std::memcmp(c.private_data, pdata, 4), 0);
+        }
+        EXPECT_EQ(active_event.event_data.connect_event_data.ep_handle, active);
+        EXPECT_EQ(passive_event.event_data.connect_event_data.ep_handle, passive);
+        ASSERT_EQ(dat_psp_free(psp), kOk);
+        // Neither endpoint is connected: each may ask or answer more peers.
+        for (DAT_EP_HANDLE ep : {active, passive}) {
+            DAT_EP_STATE state;
+            DAT_BOOLEAN in, out;
+            ASSERT_EQ(dat_ep_get_status(ep, &state, &in, &out), kOk);
+            EXPECT_EQ(state, DAT_EP_STATE_UNCONNECTED);
+        }
+    }
+    DAT_IB_ADDR_HANDLE ah_of(const DAT_EVENT& e) { return ext_of(e).remote_ah; }
+    // Expects the receive of `length` payload bytes after the GRH at `offset`.
+    void expect_receive(DAT_EVD_HANDLE dto, std::uint64_t recv_cookie, std::size_t offset, const char* payload,
+                        std::size_t length, std::uint32_t sender_qpn)
+    {
+        const DAT_EVENT e = next(dto);
+        ASSERT_EQ(e.event_number, kIbDtoEvent);
+        const auto& d = e.event_data.dto_completion_event_data;
+        EXPECT_EQ(d.status, DAT_DTO_SUCCESS);
+        EXPECT_EQ(d.user_cookie.as_64, recv_cookie);
+        EXPECT_EQ(static_cast<int>(d.operation), static_cast<int>(DAT_IB_DTO_RECV_UD));
+        EXPECT_EQ(d.transfered_length, 40 + length);
+        EXPECT_EQ(ext_of(e).type, DAT_IB_UD_RECV);
+        EXPECT_EQ(ext_of(e).remote_ah.qpn, sender_qpn);
+        EXPECT_EQ(ext_of(e).remote_ah.ah, nullptr);
+        EXPECT_EQ(std::memcmp(buffer.data() + offset + 40, payload, length), 0);
+    }
+    void expect_send(DAT_EVD_HANDLE dto, std::uint64_t send_cookie, std::size_t length)
+    {
+        const DAT_EVENT e = next(dto);
+        ASSERT_EQ(e.event_number, kIbDtoEvent);
+        const auto& d = e.event_data.dto_completion_event_data;
+        EXPECT_EQ(d.status, DAT_DTO_SUCCESS);
+        EXPECT_EQ(d.user_cookie.as_64, send_cookie);
+        EXPECT_EQ(static_cast<int>(d.operation), static_cast<int>(DAT_IB_DTO_SEND_UD));
+        EXPECT_EQ(d.transfered_length, length);
+        EXPECT_EQ(ext_of(e).type, DAT_IB_UD_SEND);
+    }
+    bool quiet(DAT_EVD_HANDLE evd)
+    {
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
+        return DAT_GET_TYPE(dat_evd_wait(evd, 200000, 1, &e, &nmore)) == DAT_TIMEOUT_EXPIRED;
+    }
+    DAT_EVENT active_event{}, passive_event{};
+};
+
+TEST_F(UdEndpoints, CreateQueryAndWhatAUdEndpointRefuses)
+{
+    DAT_EP_ATTR a = ud_attr(4096);
+    DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+    ASSERT_EQ(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &a, &ep), kOk);
+    DAT_EP_PARAM p{};
+    ASSERT_EQ(dat_ep_query(ep, DAT_EP_FIELD_ALL, &p), kOk);
+    EXPECT_EQ(static_cast<int>(p.ep_attr.service_type), static_cast<int>(DAT_IB_SERVICE_TYPE_UD));
+    EXPECT_EQ(p.ep_attr.max_message_size, 4096u);
+    // A message is one datagram of at most the MTU.
+    a = ud_attr(4097);
+    DAT_EP_HANDLE big = DAT_HANDLE_NULL;
+    EXPECT_EQ(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &a, &big), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6));
+    // No RDMA, atomics, plain sends or write with immediate data over UD.
+    DAT_LMR_TRIPLET l = local(0, 8);
+    DAT_RMR_TRIPLET r = remote(64, 8);
+    EXPECT_EQ(type_of(dat_ep_post_rdma_write(ep, 1, &l, cookie(1), &r, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_ep_post_rdma_read(ep, 1, &l, cookie(1), &r, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_ep_post_send(ep, 1, &l, cookie(1), DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_ib_post_rdma_write_immed(ep, 1, &l, cookie(1), &r, 7, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(type_of(dat_ib_post_fetch_and_add(ep, 1, &l, cookie(1), &r, DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    // The service type is the queue pair's for life.
+    DAT_EP_PARAM rc{};
+    rc.ep_attr = p.ep_attr;
+    rc.ep_attr.service_type = DAT_SERVICE_TYPE_RC;
+    EXPECT_EQ(dat_ep_modify(ep, DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE, &rc), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    // UD operations on an RC endpoint, and bad arguments.
+    DAT_EP_HANDLE rc_ep = make_ep(dto_a, conn_a);
+    DAT_IB_ADDR_HANDLE ah{};
+    EXPECT_EQ(dat_ib_post_send_ud(rc_ep, 1, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG),
+              err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+    EXPECT_EQ(dat_ib_ud_ah_free(rc_ep, &ah), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+    EXPECT_EQ(dat_ib_ud_cm_free(rc_ep, nullptr), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+    EXPECT_EQ(dat_ib_post_send_ud(ep, 1, &l, nullptr, cookie(1), DAT_COMPLETION_DEFAULT_FLAG),
+              err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    EXPECT_EQ(dat_ib_post_send_ud(ep, 3, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG),
+              err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    EXPECT_EQ(dat_ib_post_send_ud(ep, 1, &l, &ah, cookie(1), static_cast<DAT_COMPLETION_FLAGS>(0x4000)),
+              err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG6));
+    DAT_LMR_TRIPLET too_long = local(0, 4097);
+    EXPECT_EQ(type_of(dat_ib_post_send_ud(ep, 1, &too_long, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_LENGTH_ERROR));
+    // An address handle the provider did not make is refused, not read.
+    EXPECT_EQ(dat_ib_post_send_ud(ep, 1, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG),
+              err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    ah.ah = reinterpret_cast<ibv_ah*>(buffer.data());
+    EXPECT_EQ(dat_ib_post_send_ud(ep, 1, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG),
+              err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    EXPECT_EQ(dat_ib_ud_ah_free(ep, &ah), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    EXPECT_EQ(dat_ib_ud_ah_free(ep, nullptr), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    EXPECT_EQ(dat_ib_ud_cm_free(ep, reinterpret_cast<void*>(0x1234)), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    EXPECT_TRUE(quiet(dto_a));
+    EXPECT_EQ(dat_ep_free(ep), kOk);
+    EXPECT_EQ(type_of(dat_ib_ud_ah_free(ep, &ah)), t(DAT_INVALID_HANDLE));
+}
+
+TEST_F(UdEndpoints, AddressHandlesBothWaysThenDatagramsBehindAGrh)
+{
+    DAT_EP_HANDLE a = make_ud(dto_a, conn_a), b = make_ud(dto_b, conn_b);
+    exchange(a, conn_a, b, conn_b);
+    const DAT_IB_ADDR_HANDLE to_b = ah_of(active_event), to_a = ah_of(passive_event);
+    // a -> b, in two segments.
+    DAT_LMR_TRIPLET recv_b = local(4096, 40 + 64);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &recv_b, cookie(0xb1), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    std::memcpy(buffer.data(), "hello, ", 7);
+    std::memcpy(buffer.data() + 100, "world", 5);
+    DAT_LMR_TRIPLET send[2] = {local(0, 7), local(100, 5)};
+    ASSERT_EQ(dat_ib_post_send_ud(a, 2, send, &to_b, cookie(0xa1), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    expect_send(dto_a, 0xa1, 12);
+    expect_receive(dto_b, 0xb1, 4096, "hello, world", 12, to_a.qpn);
+    EXPECT_EQ(static_cast<std::uint8_t>(buffer[4096]), 0x60); // the GRH: IP version 6, as IB writes it
+    // b -> a with the handle of the passive side's event.
+    DAT_LMR_TRIPLET recv_a = local(8192, 40 + 64);
+    ASSERT_EQ(dat_ep_post_recv(a, 1, &recv_a, cookie(0xa2), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    std::memcpy(buffer.data() + 200, "back", 4);
+    DAT_LMR_TRIPLET reply = local(200, 4);
+    ASSERT_EQ(dat_ib_post_send_ud(b, 1, &reply, &to_a, cookie(0xb2), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    expect_send(dto_b, 0xb2, 4);
+    expect_receive(dto_a, 0xa2, 8192, "back", 4, to_b.qpn);
+    // Counted as the reference counts them.
+    DAT_UINT64 sent = 0, received = 0;
+    ASSERT_EQ(dat_ib_query_counters(a, DCNT_EP_POST_SEND_UD, &sent, 0), kOk);
+    ASSERT_EQ(dat_ib_query_counters(b, DCNT_EP_RECV_UD, &received, 0), kOk);
+    EXPECT_EQ(sent, 1u);
+    EXPECT_EQ(received, 1u);
+}
+
+TEST_F(UdEndpoints, DatagramLargerThanTheBufferIsDroppedAndTheNextArrives)
+{
+    DAT_EP_HANDLE a = make_ud(dto_a, conn_a), b = make_ud(dto_b, conn_b);
+    exchange(a, conn_a, b, conn_b);
+    const DAT_IB_ADDR_HANDLE to_b = ah_of(active_event);
+    std::memset(buffer.data() + 4096, 'c', 40 + 16);
+    DAT_LMR_TRIPLET recv_b = local(4096, 40 + 8);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &recv_b, cookie(7), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_LMR_TRIPLET big = local(0, 9), small = local(100, 8);
+    std::memcpy(buffer.data() + 100, "8 bytes!", 8);
+    ASSERT_EQ(dat_ib_post_send_ud(a, 1, &big, &to_b, cookie(1), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    expect_send(dto_a, 1, 9); // the sender does not hear of the drop
+    EXPECT_TRUE(quiet(dto_b));
+    EXPECT_EQ(buffer[4096], 'c');
+    ASSERT_EQ(dat_ib_post_send_ud(a, 1, &small, &to_b, cookie(2), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    expect_send(dto_a, 2, 8);
+    expect_receive(dto_b, 7, 4096, "8 bytes!", 8, ah_of(passive_event).qpn);
+    EXPECT_EQ(buffer[4096 + 48], 'c'); // nothing past the buffer
+}
+
+TEST_F(UdEndpoints, FreesAndTheirInvalidHandles)
+{
+    DAT_EP_HANDLE a = make_ud(dto_a, conn_a), b = make_ud(dto_b, conn_b);
+    exchange(a, conn_a, b, conn_b);
+    DAT_IB_ADDR_HANDLE to_b = ah_of(active_event);
+    const DAT_CONTEXT cm_a = ext_of(active_event).context, cm_b = ext_of(passive_event).context;
+    EXPECT_EQ(dat_ib_ud_cm_free(b, cm_a.as_ptr), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2)); // a's, not b's
+    EXPECT_EQ(dat_ib_ud_cm_free(a, cm_a.as_ptr), kOk);
+    EXPECT_EQ(dat_ib_ud_cm_free(a, cm_a.as_ptr), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2)); // once only
+    EXPECT_EQ(dat_ib_ud_cm_free(b, cm_b.as_ptr), kOk);
+    // The handle still works after its CM object went.
+    DAT_LMR_TRIPLET recv_b = local(4096, 64);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &recv_b, cookie(3), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_LMR_TRIPLET l = local(0, 4);
+    ASSERT_EQ(dat_ib_post_send_ud(a, 1, &l, &to_b, cookie(4), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    expect_send(dto_a, 4, 4);
+    EXPECT_EQ(next(dto_b).event_number, kIbDtoEvent);
+    EXPECT_EQ(dat_ib_ud_ah_free(a, &to_b), kOk);
+    EXPECT_EQ(dat_ib_ud_ah_free(a, &to_b), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    EXPECT_EQ(dat_ib_post_send_ud(a, 1, &l, &to_b, cookie(5), DAT_COMPLETION_DEFAULT_FLAG),
+              err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4));
+    EXPECT_EQ(type_of(dat_ib_ud_cm_free(DAT_HANDLE_NULL, cm_a.as_ptr)), t(DAT_INVALID_HANDLE));
+    EXPECT_EQ(type_of(dat_ib_ud_ah_free(pz, &to_b)), t(DAT_INVALID_HANDLE));
+    // Exchanged again, a new handle.
+    exchange(a, conn_a, b, conn_b);
+    EXPECT_EQ(dat_ib_ud_ah_free(a, &to_b), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2)); // the old one stays freed
+    DAT_IB_ADDR_HANDLE again = ah_of(active_event);
+    EXPECT_EQ(dat_ib_ud_ah_free(a, &again), kOk);
+}
+
+TEST_F(UdEndpoints, RejectsNoListenerAndMismatchedServiceTypes)
+{
+    DAT_EP_HANDLE a = make_ud(dto_a, conn_a), b = make_ud(dto_b, conn_b);
+    DAT_EP_HANDLE rc_ep = make_ep(dto_c, conn_b);
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    // The consumer rejects: REJECT, with its private data.
+    ASSERT_EQ(dat_ep_connect(a, attr.ia_address_ptr, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                             DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT e = next(cr_evd);
+    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    DAT_CR_HANDLE cr = e.event_data.cr_arrival_event_data.cr_handle;
+    // A UD request goes to a UD endpoint only (the CR stays usable).
+    EXPECT_EQ(dat_cr_accept(cr, rc_ep, 0, nullptr), err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    ASSERT_EQ(dat_cr_reject(cr, 2, const_cast<char*>("no")), kOk);
+    e = next(conn_a);
+    EXPECT_EQ(e.event_number, static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_REJECT_EVENT));
+    // An RC request goes to an RC endpoint only.
+    DAT_EP_HANDLE rc_active = make_ep(dto_c, conn_a);
+    ASSERT_EQ(dat_ep_connect(rc_active, attr.ia_address_ptr, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                             DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    e = next(cr_evd);
+    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    EXPECT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, b, 0, nullptr),
+              err(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
+    ASSERT_EQ(dat_cr_reject(e.event_data.cr_arrival_event_data.cr_handle, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_PEER_REJECTED);
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+    // Nobody listens: an error event, the EP still usable.
+    ASSERT_EQ(dat_ep_connect(a, attr.ia_address_ptr, qual, 500000, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                             DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    DAT_EVENT err{};
+    DAT_COUNT nmore;
+    ASSERT_EQ(dat_evd_wait(conn_a, 10000000, 1, &err, &nmore), kOk);
+    EXPECT_EQ(err.event_number, static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_ERROR_EVENT));
+    exchange(a, conn_a, b, conn_b);
+}
+
+TEST_F(UdEndpoints, DatagramsIntoASharedReceiveQueue)
+{
+    DAT_SRQ_ATTR srq_attr{};
+    srq_attr.max_recv_dtos = 8;
+    srq_attr.max_recv_iov = 1;
+    DAT_SRQ_HANDLE srq;
+    ASSERT_EQ(dat_srq_create(ia, pz, &srq_attr, &srq), kOk);
+    DAT_EP_ATTR ud = ud_attr();
+    DAT_EP_HANDLE b = DAT_HANDLE_NULL;
+    ASSERT_EQ(dat_ep_create_with_srq(ia, pz, dto_b, dto_b, conn_b, srq, &ud, &b), kOk);
+    DAT_EP_HANDLE a = make_ud(dto_a, conn_a);
+    exchange(a, conn_a, b, conn_b);
+    const DAT_IB_ADDR_HANDLE to_b = ah_of(active_event);
+    for (int i = 0; i < 2; ++i) {
+        DAT_LMR_TRIPLET r = local(4096 + 128 * i, 128);
+        ASSERT_EQ(dat_srq_post_recv(srq, 1, &r, cookie(0x50 + i)), kOk);
+    }
+    std::memcpy(buffer.data(), "srq", 3);
+    DAT_LMR_TRIPLET l = local(0, 3);
+    ASSERT_EQ(dat_ib_post_send_ud(a, 1, &l, &to_b, cookie(9), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    expect_send(dto_a, 9, 3);
+    expect_receive(dto_b, 0x50, 4096, "srq", 3, ah_of(passive_event).qpn);
+    EXPECT_EQ(dat_ep_free(b), kOk);
+    EXPECT_EQ(dat_srq_free(srq), kOk);
 }
 
 } // namespace

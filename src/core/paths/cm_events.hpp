@@ -29,7 +29,8 @@ inline AttemptOutcome outcome_of(cm::Outcome o)
 
 inline IncomingRequest incoming(const cm::Request& r)
 {
-    return {r.listener, r.id, r.remote, static_cast<DAT_CONN_QUAL>(r.conn_qual), r.private_data};
+    return {r.listener,    r.id,       r.remote,       static_cast<DAT_CONN_QUAL>(r.conn_qual),
+            r.private_data, r.datagram, r.remote_qpn, r.datagram_port};
 }
 
 } // namespace fastdapl::core

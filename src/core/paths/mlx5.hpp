@@ -138,6 +138,7 @@ inline bool requests_done(const Ep* ep)
 struct Kind {
     using Queues = Mlx5EpQueues;
     static constexpr bool kDirect = true;
+    static constexpr bool kDatagrams = false;
     static Ep* find(Mlx5Completions& c, std::uint32_t qpn)
     {
         if (c.last_qpn == qpn) [[likely]]

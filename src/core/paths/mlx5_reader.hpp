@@ -16,6 +16,10 @@
 
 namespace fastdapl::core {
 
+// A UD endpoint's datagram send on the softnic (softnic::kDatagramSendOpcode,
+// mlx5's LSO number): its own entry below.
+inline constexpr std::uint8_t kDatagramSendOpcode = 0x0e;
+
 // The DAT operation of a request by its mlx5 opcode (5 bits): one load.
 // The IB extensions' requests and the memory-window bind (a NOP) are at
 // kExtendedOperationBase or above: one test finds both.
@@ -31,6 +35,7 @@ inline constexpr struct OperationTable {
         of[MLX5_OPCODE_ATOMIC_CS] = DAT_IB_DTO_CMP_SWAP;
         of[MLX5_OPCODE_ATOMIC_FA] = DAT_IB_DTO_FETCH_ADD;
         of[MLX5_OPCODE_NOP] = kWindowBindOperation;
+        of[kDatagramSendOpcode] = DAT_IB_DTO_SEND_UD;
     }
 } kOperationOf;
 
@@ -84,7 +89,8 @@ inline bool is_receive_cqe(std::uint8_t opcode)
 // when there is none. `Kind` provides: `Queues` (the EP engine type with sq
 // and rq), `find(completions, qpn)`, `srq_queue(Srq*)`, `kDirect` (a real
 // device: CQEs may be of kinds never asked for, and the reaper ends a
-// broken connection), `receive_reaped(queues)` and `reaped(...)`.
+// broken connection), `receive_reaped(queues)` and `reaped(...)`;
+// `kDatagrams` (UD endpoints exist) and then `mark_datagram(e, ep, cqe)`.
 template <class Kind, class Completions>
 [[gnu::always_inline]] inline bool take_mlx5_completion(Evd* evd, Completions& c, DAT_EVENT& e)
 {
@@ -160,6 +166,10 @@ template <class Kind, class Completions>
             Kind::receive_reaped(*q);
             d.operation = DAT_DTO_RECEIVE;
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? be32toh(cqe->byte_cnt) : 0;
+            if constexpr (Kind::kDatagrams) { // a UD endpoint's receive names its sender
+                if (ep->ud) [[unlikely]]
+                    Kind::mark_datagram(e, ep, *cqe);
+            }
             // RESP_WR_IMM (1) and RESP_SEND_IMM (3), the odd receive opcodes,
             // carry immediate data: an extended event. RESP_SEND_INV (4):
             // the sender invalidated one of our remote keys.

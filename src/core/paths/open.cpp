@@ -49,15 +49,15 @@ bool resolve_address(const std::string& params, sockaddr_storage& out)
 
 // The IB extensions an IA runs (extensions.cpp), named as consumers of the
 // reference look for them: every kind runs write with immediate data and
-// counters, atomics where the device has them; no kind has UD endpoints.
-void add_extension_attributes(std::vector<std::pair<std::string, std::string>>& specific, bool atomics)
+// counters, atomics where the device has them; UD endpoints on the softnic.
+void add_extension_attributes(std::vector<std::pair<std::string, std::string>>& specific, bool atomics, bool ud)
 {
     const char* const atomics_text = atomics ? "TRUE" : "FALSE";
     specific.emplace_back(DAT_IB_ATTR_IMMED_DATA, "TRUE");
     specific.emplace_back(DAT_IB_ATTR_CMP_AND_SWAP, atomics_text);
     specific.emplace_back(DAT_IB_ATTR_FETCH_AND_ADD, atomics_text);
     specific.emplace_back(DAT_IB_ATTR_COUNTERS, "TRUE");
-    specific.emplace_back(DAT_IB_ATTR_UD, "FALSE");
+    specific.emplace_back(DAT_IB_ATTR_UD, ud ? "TRUE" : "FALSE");
 }
 
 // Opens the device and port of a verbs IA and finds its address (the
@@ -101,7 +101,7 @@ DAT_RETURN open_verbs(const std::string& name, std::uint8_t port, int family, st
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
     specific.emplace_back("DAT_IB_TRANSPORT_MTU", mtu_text(device->port_attr().active_mtu));
-    add_extension_attributes(specific, device->attr().atomic_cap != IBV_ATOMIC_NONE);
+    add_extension_attributes(specific, device->attr().atomic_cap != IBV_ATOMIC_NONE, false);
     if (mlx5)
         path = std::make_unique<Mlx5Path>(std::move(device));
     else
@@ -138,7 +138,7 @@ DAT_RETURN open_device_path(const std::string& ia_params, std::unique_ptr<Device
     // MTU when not told (the reference's dtestsrq refuses to run without
     // it). The softnic has no packets; 4096 is the largest IB/RoCE MTU.
     specific.emplace_back("DAT_IB_TRANSPORT_MTU", "4096");
-    add_extension_attributes(specific, true);
+    add_extension_attributes(specific, true, true);
     return DAT_SUCCESS;
 }
 

@@ -30,6 +30,12 @@ softnic::Qp* qp_of(Ep& ep)
     return static_cast<SoftnicEpQueues*>(ep.queues)->qp;
 }
 
+// A UD endpoint's exchange carries its datagram port (0: an RC endpoint's).
+std::uint16_t datagram_port_of(Ep& ep)
+{
+    return ep.ud ? static_cast<SoftnicEpQueues*>(ep.queues)->datagram_port : 0;
+}
+
 // TCP_RTO_MAX_MS (Linux 6.15), which the C library's headers may not name yet.
 constexpr int kTcpRtoMaxMs = 44;
 
@@ -81,7 +87,8 @@ public:
         : device_(device), shm_(shm),
           cm_(cm::SocketCm::Callbacks{[&ia](const cm::Request& r) { cm_request(&ia, incoming(r)); },
                                       [&ia](std::uint64_t id, cm::Outcome o, int fd, const cm::Message& m) {
-                                          cm_result(&ia, id, outcome_of(o), fd, m.private_data);
+                                          cm_result(&ia, id, outcome_of(o), fd, m.private_data, m.qpn,
+                                                    m.datagram_port);
                                       }},
               shm)
     {
@@ -98,11 +105,11 @@ public:
     std::uint64_t connect(Ep& ep, std::vector<std::uint8_t> pdata, std::chrono::milliseconds timeout) override
     {
         return cm_.connect(*reinterpret_cast<const sockaddr_in*>(&ep.remote), ep.remote_port, qp_of(ep)->qpn(),
-                           std::move(pdata), timeout);
+                           std::move(pdata), timeout, datagram_port_of(ep));
     }
     bool accept(std::uint64_t id, Ep& ep, std::vector<std::uint8_t> pdata, std::chrono::milliseconds timeout) override
     {
-        return cm_.accept(id, qp_of(ep)->qpn(), std::move(pdata), timeout);
+        return cm_.accept(id, qp_of(ep)->qpn(), std::move(pdata), timeout, datagram_port_of(ep));
     }
     void reject(std::uint64_t id, std::vector<std::uint8_t> pdata) override { cm_.reject(id, std::move(pdata)); }
     void refuse(std::uint64_t id, Refusal why) override
@@ -111,6 +118,7 @@ public:
     }
 
     void stop_attempt(Ep& ep, bool) override { cm_.cancel(ep.cm_id); }
+    void stop_datagram_attempt(std::uint64_t id) override { cm_.cancel(id); }
     void will_establish(Ep&, std::uint64_t) override {}
     void established(Ep& ep, int fd) override
     {

@@ -73,6 +73,65 @@ std::unique_ptr<ConnectionManager> SoftnicPath::make_connections(Ia& ia)
     return make_socket_connections(ia, *device_, shm_);
 }
 
+SoftnicAddressHandles::Entry* SoftnicAddressHandles::make(std::uint64_t destination)
+{
+    std::lock_guard lock(mutex_);
+    Entry* base = entries_.load(std::memory_order_relaxed);
+    if (!base) {
+        base = new (std::nothrow) Entry[kCapacity];
+        if (!base)
+            return nullptr;
+        entries_.store(base, std::memory_order_release);
+    }
+    std::uint32_t index;
+    if (never_used_ < kCapacity) {
+        index = never_used_++;
+    } else if (!freed_.empty()) {
+        index = freed_.front();
+        freed_.pop_front();
+    } else {
+        return nullptr;
+    }
+    base[index].destination.store(destination, std::memory_order_relaxed);
+    base[index].live.store(true, std::memory_order_release);
+    return &base[index];
+}
+
+bool SoftnicAddressHandles::free(const void* ah)
+{
+    std::uint64_t destination;
+    std::lock_guard lock(mutex_);
+    if (!destination_of(ah, destination))
+        return false;
+    Entry* base = entries_.load(std::memory_order_relaxed);
+    const auto index = static_cast<std::uint32_t>(static_cast<const Entry*>(ah) - base);
+    base[index].live.store(false, std::memory_order_release);
+    freed_.push_back(index);
+    return true;
+}
+
+void SoftnicPath::expect_datagrams(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port,
+                                   bool expect)
+{
+    sockaddr_in from{};
+    std::memcpy(&from, &peer, sizeof from);
+    from.sin_port = htons(udp_port);
+    softnic::Qp* qp = static_cast<SoftnicEpQueues*>(ep.queues)->qp;
+    if (expect)
+        device_->add_datagram_peer(qp, from, qpn);
+    else
+        device_->remove_datagram_peer(qp, from, qpn);
+}
+
+void* SoftnicPath::make_address_handle(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port)
+{
+    sockaddr_in to{};
+    std::memcpy(&to, &peer, sizeof to);
+    to.sin_port = htons(udp_port);
+    device_->add_datagram_peer(static_cast<SoftnicEpQueues*>(ep.queues)->qp, to, qpn);
+    return address_handles_.make(softnic::datagram_destination(to));
+}
+
 DAT_RETURN SoftnicPath::create_pd(Pz& pz)
 {
     pz.device_pd = reinterpret_cast<void*>(static_cast<std::uintptr_t>(device_->alloc_pd()));
@@ -215,6 +274,16 @@ DAT_RETURN SoftnicPath::create_queues(Ep& ep)
     q->device = device_.get();
     q->qp = qp;
     q->caller_sends = caller_sends_;
+    if (ep.ud) { // a datagram queue pair on the IA's address, ready at once
+        sockaddr_in local{}, bound{};
+        std::memcpy(&local, &ep.ia->address, sizeof local);
+        if (!device_->open_datagrams(qp, local, bound)) {
+            device_->destroy_qp(qp);
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+        }
+        q->datagram_port = ntohs(bound.sin_port);
+        q->address_handles = &address_handles_;
+    }
     q->send_slots.assign(qp->descriptor().sq.wqe_cnt, {});
     q->recv_cookies.assign(ep.srq ? 0 : qp->descriptor().rq.wqe_cnt, 0);
     q->sq.init({&qp->descriptor(), qp->qpn(), kMaxInline, q->send_slots.data(), fastpath::DoorbellMode::software,

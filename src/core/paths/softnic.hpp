@@ -15,6 +15,7 @@
 #include "mlx5_reader.hpp"
 #include "queues.hpp" // fastpath
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -25,6 +26,44 @@ namespace fastdapl::core {
 // is idle); larger ones are the engine thread's: copying them in the caller
 // would delay it more than a wake-up costs.
 inline constexpr std::uint64_t kSoftnicCallerSendLimit = 64 * 1024;
+static_assert(kDatagramSendOpcode == softnic::kDatagramSendOpcode);
+static_assert(kMaxUdMessageSize <= softnic::kMaxDatagramPayload);
+
+// UD endpoints' address handles (DAT_IB_ADDR_HANDLE.ah): a peer's datagram
+// destination, in a table made at the first one. A post takes a handle
+// only if it points at an entry of this table that is live, so a stale or
+// forged one is refused, never read; freed entries are reused last.
+class SoftnicAddressHandles {
+public:
+    static constexpr std::uint32_t kCapacity = 1u << 14;
+    struct Entry {
+        std::atomic<std::uint64_t> destination{0}; // softnic::datagram_destination
+        std::atomic<bool> live{false};
+    };
+    // nullptr when every entry is live.
+    Entry* make(std::uint64_t destination);
+    bool free(const void* ah);
+    // The destination of live handle `ah`.
+    bool destination_of(const void* ah, std::uint64_t& out) const
+    {
+        const Entry* base = entries_.load(std::memory_order_acquire);
+        const auto p = reinterpret_cast<std::uintptr_t>(ah), b = reinterpret_cast<std::uintptr_t>(base);
+        if (!base || p < b || p >= b + sizeof(Entry) * kCapacity || (p - b) % sizeof(Entry))
+            return false;
+        const Entry& e = *static_cast<const Entry*>(ah);
+        if (!e.live.load(std::memory_order_acquire))
+            return false;
+        out = e.destination.load(std::memory_order_relaxed);
+        return true;
+    }
+    ~SoftnicAddressHandles() { delete[] entries_.load(); }
+
+private:
+    std::mutex mutex_;
+    std::atomic<Entry*> entries_{nullptr};
+    std::uint32_t never_used_ = 0;   // entries from here on were never handed out
+    std::deque<std::uint32_t> freed_; // oldest first
+};
 
 struct SoftnicEpQueues : EpQueues {
     softnic::Device* device = nullptr;
@@ -34,6 +73,10 @@ struct SoftnicEpQueues : EpQueues {
     fastpath::RecvQueue rq;
     std::vector<fastpath::SendSlot> send_slots;
     std::vector<std::uint64_t> recv_cookies;
+    // A UD endpoint: its datagram queue pair's UDP port (host order) and the
+    // IA's address handles.
+    std::uint16_t datagram_port = 0;
+    const SoftnicAddressHandles* address_handles = nullptr;
 };
 
 struct SoftnicCompletions : EvdCompletions {
@@ -61,6 +104,11 @@ public:
     void limit_ia_attr(DAT_IA_ATTR&) const override {}
     bool ib_extensions() const override { return true; }
     bool atomics() const override { return true; }
+    bool ud_endpoints() const override { return true; }
+    void* make_address_handle(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port) override;
+    bool free_address_handle(void* ah) override { return address_handles_.free(ah); }
+    void expect_datagrams(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port,
+                          bool expect) override;
     bool high_watermarks() const override { return true; }
     bool split_pz() const override { return true; }
     DAT_RETURN create_pd(Pz& pz) override;
@@ -94,6 +142,7 @@ private:
     // Completions name their queue pair: a table indexed by its number,
     // read without a lock on every completion.
     std::unique_ptr<std::atomic<Ep*>[]> eps_ { new std::atomic<Ep*>[ softnic::kMaxQps ]() };
+    SoftnicAddressHandles address_handles_;
 };
 
 // --- data path ---------------------------------------------------------------------------
@@ -145,6 +194,19 @@ inline DAT_RETURN post_atomic(Ep* ep, std::uint8_t opcode, const DAT_LMR_TRIPLET
     return DAT_SUCCESS;
 }
 
+// A UD endpoint's datagram: the destination rides in the WQE's
+// remote-address segment (softnic::datagram_destination, queue pair in rkey).
+inline DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                std::uint64_t cookie, const void* ah, std::uint32_t qpn, std::uint8_t ctrl_flags)
+{
+    auto* q = static_cast<SoftnicEpQueues*>(ep->queues);
+    DAT_RMR_TRIPLET to{};
+    if (!q->address_handles || !q->address_handles->destination_of(ah, to.virtual_address))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    to.rmr_context = qpn;
+    return post_with_immediate(ep, kDatagramSendOpcode, n, iov, total, cookie, &to, 0, ctrl_flags);
+}
+
 inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie)
 {
     auto* q = static_cast<SoftnicEpQueues*>(ep->queues);
@@ -169,6 +231,11 @@ inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std
 struct Kind {
     using Queues = SoftnicEpQueues;
     static constexpr bool kDirect = false;
+    static constexpr bool kDatagrams = true;
+    static void mark_datagram(DAT_EVENT& e, Ep* ep, const mlx5_cqe64& cqe)
+    {
+        mark_datagram_receive(e, ep, softnic::datagram_source_qpn(cqe), softnic::datagram_source(cqe).sin_addr.s_addr);
+    }
     static Ep* find(const SoftnicCompletions& c, std::uint32_t qpn)
     {
         const std::uint32_t index = qpn - softnic::kFirstQpn;
