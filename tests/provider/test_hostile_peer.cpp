@@ -6,7 +6,10 @@
 // that are not sealed rings, stray bytes, corrupt ring counters.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
+#define DAT_EXTENSIONS 1
 #include <dat2/udat.h>
+
+#include <dat2/dat_ib_extensions.h>
 
 #include "test_ia.hpp"
 
@@ -330,5 +333,114 @@ INSTANTIATE_TEST_SUITE_P(Attacks, HostileShmPeer,
                          ::testing::Values(ShmAttack::unsealed_ring, ShmAttack::short_ring, ShmAttack::no_descriptor,
                                            ShmAttack::two_descriptors, ShmAttack::stray_byte,
                                            ShmAttack::head_past_ring, ShmAttack::bad_frame));
+
+// A hand-made UD peer: a UD request (the datagram flag, our UDP port) to a
+// UD endpoint, then datagrams from that port and from a stranger that our
+// peers never send. Only the well-formed one from the peer arrives; the
+// buffer's bytes past what it holds stay as they were.
+TEST_F(HostilePeer, MalformedAndStrangersDatagramsAreDroppedAtAUdEndpoint)
+{
+    if (shm)
+        GTEST_SKIP() << "the hand-made peer speaks to the CM over TCP; fastdapl-shm's CM is local";
+    DAT_EP_ATTR ud{};
+    ud.service_type = static_cast<DAT_SERVICE_TYPE>(DAT_IB_SERVICE_TYPE_UD);
+    ud.max_message_size = 1024;
+    DAT_EP_HANDLE ud_ep = DAT_HANDLE_NULL;
+    ASSERT_EQ(dat_ep_create(ia, pz, dto, dto, conn, &ud, &ud_ep), kOk);
+    std::vector<char> buf(256, 'c');
+    DAT_REGION_DESCRIPTION region{};
+    region.for_va = buf.data();
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT key;
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, buf.size(), pz, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                             &lmr, &key, nullptr, nullptr, nullptr),
+              kOk);
+    DAT_LMR_TRIPLET recv{reinterpret_cast<DAT_VADDR>(buf.data()), 40 + 16, key};
+    ASSERT_EQ(dat_ep_post_recv(ud_ep, 1, &recv, DAT_DTO_COOKIE{.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+
+    const int peer = ::socket(AF_INET, SOCK_DGRAM, 0), stranger = ::socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(peer, 0);
+    ASSERT_GE(stranger, 0);
+    sockaddr_in mine = address;
+    mine.sin_port = 0;
+    socklen_t len = sizeof mine;
+    ASSERT_EQ(::bind(peer, reinterpret_cast<sockaddr*>(&mine), sizeof mine), 0);
+    ASSERT_EQ(::getsockname(peer, reinterpret_cast<sockaddr*>(&mine), &len), 0);
+
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in to = address;
+    to.sin_port = htons(static_cast<std::uint16_t>(qual));
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    std::vector<std::uint8_t> body;
+    put32(body, static_cast<std::uint32_t>(qual >> 32));
+    put32(body, static_cast<std::uint32_t>(qual));
+    put32(body, 0x4242);               // our queue pair number
+    put32(body, ntohs(mine.sin_port)); // our UDP port
+    put32(body, 0);                    // no private data
+    std::vector<std::uint8_t> request = cm_message(1, body);
+    request[6] = 1; // the datagram flag
+    send(request);
+    DAT_EVENT e{};
+    DAT_COUNT nmore;
+    ASSERT_EQ(dat_evd_wait(cr_evd, kWait, 1, &e, &nmore), kOk);
+    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, ud_ep, 0, nullptr), kOk);
+    // The reply: a 12-byte header and a 12-byte body (qpn, UDP port, no private data).
+    std::uint8_t reply[24];
+    std::size_t got = 0;
+    while (got < sizeof reply) {
+        pollfd p{fd, POLLIN, 0};
+        ASSERT_GT(::poll(&p, 1, 5000), 0);
+        const ssize_t n = ::recv(fd, reply + got, sizeof reply - got, 0);
+        ASSERT_GT(n, 0);
+        got += static_cast<std::size_t>(n);
+    }
+    ASSERT_EQ(reply[5], 2) << "not a reply";
+    ASSERT_EQ(reply[6], 1) << "not a UD endpoint's reply";
+    std::uint32_t qpn, port;
+    std::memcpy(&qpn, reply + 12, 4);
+    std::memcpy(&port, reply + 16, 4);
+    qpn = be32toh(qpn);
+    sockaddr_in ud_addr = address;
+    ud_addr.sin_port = htons(static_cast<std::uint16_t>(be32toh(port)));
+    send(cm_message(4, {}));
+    ASSERT_EQ(dat_evd_wait(conn, kWait, 1, &e, &nmore), kOk);
+    ASSERT_EQ(e.event_number, static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED));
+
+    auto datagram = [](std::uint32_t magic, std::uint32_t src, std::uint32_t dst, std::uint32_t length,
+                       std::size_t payload) {
+        std::vector<std::uint8_t> d;
+        for (std::uint32_t v : {magic, src, dst, length})
+            put32(d, v);
+        d.resize(d.size() + payload, 'x');
+        return d;
+    };
+    auto send_to = [&ud_addr](int from, const std::vector<std::uint8_t>& d) {
+        ASSERT_EQ(::sendto(from, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&ud_addr), sizeof ud_addr),
+                  static_cast<ssize_t>(d.size()));
+    };
+    const std::uint32_t magic = 0x46445544;
+    send_to(peer, {1, 2, 3});                                      // shorter than a header
+    send_to(peer, datagram(0xdeadbeef, 0x4242, qpn, 8, 8));        // wrong magic
+    send_to(peer, datagram(magic, 0x4242, qpn + 1, 8, 8));         // another queue pair
+    send_to(peer, datagram(magic, 0x4243, qpn, 8, 8));             // not the queue pair we named
+    send_to(peer, datagram(magic, 0x4242, qpn, 0xfffffff0, 8));    // a length it does not have
+    send_to(peer, datagram(magic, 0x4242, qpn, 17, 17));           // larger than the buffer
+    send_to(stranger, datagram(magic, 0x4242, qpn, 8, 8));         // from another port
+    send_to(peer, datagram(magic, 0x4242, qpn, 5, 5));             // the one that arrives
+    ASSERT_EQ(dat_evd_wait(dto, kWait, 1, &e, &nmore), kOk);
+    ASSERT_EQ(e.event_number, static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 40u + 5);
+    const auto& x = *reinterpret_cast<const DAT_IB_EXTENSION_EVENT_DATA*>(e.event_extension_data);
+    EXPECT_EQ(x.remote_ah.qpn, 0x4242u);
+    EXPECT_EQ(std::memcmp(buf.data() + 40, "xxxxx", 5), 0);
+    for (std::size_t i = 45; i < buf.size(); ++i)
+        ASSERT_EQ(buf[i], 'c') << i;
+    EXPECT_EQ(dat_evd_dequeue(dto, &e), DAT_QUEUE_EMPTY);
+    ::close(peer);
+    ::close(stranger);
+}
 
 } // namespace
