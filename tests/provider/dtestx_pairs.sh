@@ -12,6 +12,7 @@
 set -uo pipefail
 libdir=$(cd "$1" && pwd)
 conf=$2
+ia=${FASTDAPL_PEERS_IA:-fastdapl-tcp} # another IA of PROVIDER_CONF: fastdapl-shm
 if ! command -v dtestx >/dev/null 2>&1; then
     if [ "${CI:-}" = "true" ]; then echo "dtestx_pairs: dapl2-utils missing (required under CI)"; exit 1; fi
     echo "dtestx_pairs: SKIP: dapl2-utils not installed"; exit 77
@@ -31,10 +32,10 @@ run_pair() { # label, registry(ours|debian), options...
     *" -u "* | *" -U "*) client_mode=(-c); expected="IB extension test - UD test PASSED" ;;
     esac
     [ "$registry" = ours ] && env_lib=(env "LD_LIBRARY_PATH=$libdir")
-    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtestx -P fastdapl-tcp "$@" >"$work/server.$label" 2>&1 &
+    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtestx -P "$ia" "$@" >"$work/server.$label" 2>&1 &
     local server=$!
     for _ in $(seq 1 200); do listening && break; sleep 0.05; done # wait for the listener, not a fixed time
-    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtestx -P fastdapl-tcp "${client_mode[@]}" \
+    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 120 stdbuf -oL dtestx -P "$ia" "${client_mode[@]}" \
         -h 127.0.0.1 "$@" >"$work/client.$label" 2>&1
     local client_rc=$?
     wait $server
@@ -55,7 +56,7 @@ run_query() { # label, registry
     local label=$1 registry=$2
     local env_lib=()
     [ "$registry" = ours ] && env_lib=(env "LD_LIBRARY_PATH=$libdir")
-    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 60 dtestx -P fastdapl-tcp -q >"$work/query.$label" 2>&1
+    "${env_lib[@]}" env DAT_OVERRIDE="$conf" timeout 60 dtestx -P "$ia" -q >"$work/query.$label" 2>&1
     local rc=$?
     if [ $rc -eq 0 ] && grep -q "Open_Query: Provider Specific Attribute.*DAT_IB_IMMED_DATA=TRUE" "$work/query.$label"; then
         echo "ok: dtestx $label"
