@@ -38,7 +38,10 @@ for path in sys.argv[1:]:
         continue
     with open(path) as log:
         for line in log:
-            result = json.loads(line).get("result", "ERROR")
+            try:  # a log another meson run in the same build wrote over can be cut short
+                result = json.loads(line).get("result", "ERROR")
+            except ValueError:
+                continue
             counts[result] = counts.get(result, 0) + 1
 passed = counts.get("OK", 0) + counts.get("EXPECTEDFAIL", 0)
 failed = sum(counts.get(k, 0) for k in ("FAIL", "UNEXPECTEDPASS", "TIMEOUT", "ERROR"))
