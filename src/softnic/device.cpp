@@ -591,6 +591,11 @@ void Device::disconnect(Qp* qp)
         // Say goodbye, so the peer reports DISCONNECTED rather than BROKEN.
         // Bytes already queued go first; give them a moment, not forever.
         send_frame(*qp, kDisconnect, 0, 0, 0, 0, 0, nullptr, 0);
+        // On shared memory the frame needs the peer's ring, which may not
+        // have come yet (a disconnect right after ESTABLISHED): the goodbye
+        // goes on the socket as well, read by the peer before the end.
+        if (qp->shm_)
+            ShmLink::send_goodbye(qp->fd_);
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
         while (qp->state() == QpState::ready && qp->output_pending() &&
                std::chrono::steady_clock::now() < deadline) {
