@@ -88,9 +88,8 @@ protected:
         }
     }
 
-    // Connects to the PSP, sends a request, has `ep` accept it, reads the
-    // reply and sends ready: the stream now belongs to the queue pairs.
-    void handshake()
+    // Connects to the PSP's port: TCP, or the local CM's abstract Unix name.
+    void open_cm_stream()
     {
         if (shm) { // the socket CM's local flavour: "fastdapl-shm/<uid>/<port>", abstract
             fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
@@ -108,29 +107,54 @@ protected:
             to.sin_port = htons(static_cast<std::uint16_t>(qual));
             ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
         }
+    }
+    // Sends a request for `qual` from queue pair 0x4242 (with `udp_port`: a
+    // UD endpoint's, the datagram flag set), has `accepter` accept it, and
+    // reads the reply's first `size` bytes into `reply`.
+    void request_accepted_by(DAT_EP_HANDLE accepter, std::uint8_t* reply, std::size_t size,
+                             const std::uint16_t* udp_port = nullptr)
+    {
         std::vector<std::uint8_t> body;
         put32(body, static_cast<std::uint32_t>(qual >> 32));
         put32(body, static_cast<std::uint32_t>(qual));
         put32(body, 0x4242); // our queue pair number
-        put32(body, 0);      // no private data
-        send(cm_message(1, body));
+        if (udp_port)
+            put32(body, *udp_port);
+        put32(body, 0); // no private data
+        std::vector<std::uint8_t> request = cm_message(1, body);
+        if (udp_port)
+            request[6] = 1; // the datagram flag
+        send(request);
         DAT_EVENT e{};
         DAT_COUNT nmore;
         ASSERT_EQ(dat_evd_wait(cr_evd, kWait, 1, &e, &nmore), kOk);
         ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
-        ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, ep, 0, nullptr), kOk);
-        // The reply: a 12-byte header and an 8-byte body (qpn, no private data).
-        std::uint8_t reply[20];
+        ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, accepter, 0, nullptr), kOk);
         std::size_t got = 0;
-        while (got < sizeof reply) {
+        while (got < size) {
             pollfd p{fd, POLLIN, 0};
             ASSERT_GT(::poll(&p, 1, 5000), 0);
-            const ssize_t n = ::recv(fd, reply + got, sizeof reply - got, 0);
+            const ssize_t n = ::recv(fd, reply + got, size - got, 0);
             ASSERT_GT(n, 0);
             got += static_cast<std::size_t>(n);
         }
+    }
+    // Connects to the PSP, sends a request, has `ep` accept it, reads the
+    // reply and sends ready: the stream now belongs to the queue pairs.
+    void handshake()
+    {
+        open_cm_stream();
+        if (HasFatalFailure())
+            return;
+        // The reply: a 12-byte header and an 8-byte body (qpn, no private data).
+        std::uint8_t reply[20];
+        request_accepted_by(ep, reply, sizeof reply);
+        if (HasFatalFailure())
+            return;
         ASSERT_EQ(reply[5], 2) << "not a reply";
         send(cm_message(4, {}));
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
         ASSERT_EQ(dat_evd_wait(conn, kWait, 1, &e, &nmore), kOk);
         ASSERT_EQ(e.event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
     }
@@ -367,35 +391,15 @@ TEST_F(HostilePeer, MalformedAndStrangersDatagramsAreDroppedAtAUdEndpoint)
     ASSERT_EQ(::bind(peer, reinterpret_cast<sockaddr*>(&mine), sizeof mine), 0);
     ASSERT_EQ(::getsockname(peer, reinterpret_cast<sockaddr*>(&mine), &len), 0);
 
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in to = address;
-    to.sin_port = htons(static_cast<std::uint16_t>(qual));
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
-    std::vector<std::uint8_t> body;
-    put32(body, static_cast<std::uint32_t>(qual >> 32));
-    put32(body, static_cast<std::uint32_t>(qual));
-    put32(body, 0x4242);               // our queue pair number
-    put32(body, ntohs(mine.sin_port)); // our UDP port
-    put32(body, 0);                    // no private data
-    std::vector<std::uint8_t> request = cm_message(1, body);
-    request[6] = 1; // the datagram flag
-    send(request);
-    DAT_EVENT e{};
-    DAT_COUNT nmore;
-    ASSERT_EQ(dat_evd_wait(cr_evd, kWait, 1, &e, &nmore), kOk);
-    ASSERT_EQ(e.event_number, DAT_CONNECTION_REQUEST_EVENT);
-    ASSERT_EQ(dat_cr_accept(e.event_data.cr_arrival_event_data.cr_handle, ud_ep, 0, nullptr), kOk);
+    open_cm_stream();
+    if (HasFatalFailure())
+        return;
     // The reply: a 12-byte header and a 12-byte body (qpn, UDP port, no private data).
     std::uint8_t reply[24];
-    std::size_t got = 0;
-    while (got < sizeof reply) {
-        pollfd p{fd, POLLIN, 0};
-        ASSERT_GT(::poll(&p, 1, 5000), 0);
-        const ssize_t n = ::recv(fd, reply + got, sizeof reply - got, 0);
-        ASSERT_GT(n, 0);
-        got += static_cast<std::size_t>(n);
-    }
+    const std::uint16_t udp_port = ntohs(mine.sin_port);
+    request_accepted_by(ud_ep, reply, sizeof reply, &udp_port);
+    if (HasFatalFailure())
+        return;
     ASSERT_EQ(reply[5], 2) << "not a reply";
     ASSERT_EQ(reply[6], 1) << "not a UD endpoint's reply";
     std::uint32_t qpn, port;
@@ -405,6 +409,8 @@ TEST_F(HostilePeer, MalformedAndStrangersDatagramsAreDroppedAtAUdEndpoint)
     sockaddr_in ud_addr = address;
     ud_addr.sin_port = htons(static_cast<std::uint16_t>(be32toh(port)));
     send(cm_message(4, {}));
+    DAT_EVENT e{};
+    DAT_COUNT nmore;
     ASSERT_EQ(dat_evd_wait(conn, kWait, 1, &e, &nmore), kOk);
     ASSERT_EQ(e.event_number, static_cast<DAT_EVENT_NUMBER>(DAT_IB_UD_CONNECTION_EVENT_ESTABLISHED));
 
