@@ -230,7 +230,12 @@ std::uint64_t SocketCm::connect(const sockaddr_in& remote, std::uint64_t qual, s
     c.remote.sin_port = htons(port_of_qualifier(qual));
     c.conn_qual = qual;
     c.refused_until = std::min(c.deadline, std::chrono::steady_clock::now() + kRefusedGrace);
-    start_connect(c); // refused or unreachable right away: handled on the CM thread
+    if (local_ && !is_this_host(c.remote)) { // only this host's processes share memory
+        c.error = EHOSTUNREACH;
+        c.fd = -1;
+    } else {
+        start_connect(c); // refused or unreachable right away: handled on the CM thread
+    }
     {
         std::lock_guard lock(mutex_);
         conns_[id] = std::move(c);
@@ -243,12 +248,6 @@ void SocketCm::start_connect(Conn& c)
 {
     c.error = 0;
     if (local_) {
-        // Only this host's processes are reachable over shared memory.
-        if (!is_this_host(c.remote)) {
-            c.error = EHOSTUNREACH;
-            c.fd = -1;
-            return;
-        }
         c.fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c.fd < 0) {
             c.error = errno;

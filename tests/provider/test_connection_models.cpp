@@ -13,6 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+
+#include <chrono>
+
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -519,6 +523,38 @@ TEST_F(Models, UnsignalledOnlyWhereTheEndpointAllowsIt)
     e = next(dto_a);
     EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 2u);
     EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    ASSERT_EQ(dat_psp_free(psp), kOk);
+}
+
+// fastdapl-shm reaches only processes of this host: another host's address
+// is unreachable at once (no request leaves the host), loopback and the
+// IA's own address are reached.
+TEST_F(Models, SharedMemoryIaReachesOnlyThisHost)
+{
+    if (provider_specific(ia, "FASTDAPL_DATA_PATH") != "softnic shm")
+        GTEST_SKIP() << "fastdapl-shm only (FASTDAPL_TEST_IA=fastdapl-shm)";
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_EQ(dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp), kOk);
+    sockaddr_in elsewhere{};
+    elsewhere.sin_family = AF_INET;
+    inet_pton(AF_INET, "192.0.2.77", &elsewhere.sin_addr); // TEST-NET-1: never this host's
+    DAT_EP_HANDLE a = make_ep(dto_a, conn_a);
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(dat_ep_connect(a, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&elsewhere), qual, kWait, 0, nullptr,
+                             DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+              kOk);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_UNREACHABLE);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2)); // not after the refusal grace
+    EXPECT_EQ(dat_ep_free(a), kOk);
+    // The IA's own address reaches the PSP.
+    DAT_EP_HANDLE b = make_ep(dto_b, conn_b);
+    ASSERT_EQ(dat_ep_connect(b, address, qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG), kOk);
+    const DAT_EVENT request = next(cr_evd);
+    ASSERT_EQ(request.event_number, DAT_CONNECTION_REQUEST_EVENT);
+    ASSERT_EQ(dat_cr_reject(request.event_data.cr_arrival_event_data.cr_handle, 0, nullptr), kOk);
+    EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_PEER_REJECTED);
+    EXPECT_EQ(dat_ep_free(b), kOk);
     ASSERT_EQ(dat_psp_free(psp), kOk);
 }
 
