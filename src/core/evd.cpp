@@ -46,7 +46,11 @@ Evd* new_evd(Ia* ia, DAT_COUNT qlen, DAT_EVD_FLAGS flags)
 
 void wake_waiters(Evd* evd)
 {
-    evd->cv.notify_all();
+    // Only dat_evd_wait sleeps on cv, counted in waiters under the EVD's
+    // lock (held here): with none, the notify (a lock and a broadcast of
+    // condition_variable_any) is skipped for each completion a poller reaps.
+    if (evd->waiters > 0)
+        evd->cv.notify_all();
     if (evd->completions)
         dp::wake_fd_sleeper(evd);
 }
