@@ -874,11 +874,11 @@ bool Device::send_frame(Qp& qp, std::uint8_t type, std::uint8_t flags, std::uint
     return true;
 }
 
-ssize_t Device::wire_send(Qp& qp, const iovec* iov, std::size_t count)
+ssize_t Device::wire_send(Qp& qp, const iovec* iov, std::size_t count, bool registered)
 {
     if (qp.shm_) {
         const bool setting_up = !qp.shm_->ready();
-        const ssize_t n = qp.shm_->write(iov, count);
+        const ssize_t n = qp.shm_->write(iov, count, registered);
         // Until the peer's ring came, a write reads the socket for it, and
         // may take wake-ups meant for the engine's sleep: wake it instead.
         if (setting_up) {
@@ -893,7 +893,7 @@ ssize_t Device::wire_send(Qp& qp, const iovec* iov, std::size_t count)
     return ::sendmsg(qp.fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-ssize_t Device::wire_receive(Qp& qp, void* into, std::size_t want)
+ssize_t Device::wire_receive(Qp& qp, void* into, std::size_t want, bool registered)
 {
     if (!qp.shm_)
         return ::recv(qp.fd_, into, want, 0);
@@ -906,14 +906,14 @@ ssize_t Device::wire_receive(Qp& qp, void* into, std::size_t want)
     const Look look = !consumer_round_                                ? Look::all
                       : ++qp.shm_empty_looks_ % kShmSocketLook == 0 ? Look::for_end
                                                                       : Look::no;
-    return qp.shm_->read(into, want, look);
+    return qp.shm_->read(into, want, look, registered);
 }
 
 bool Device::flush_direct(Qp& qp, bool& moved)
 {
     Qp::DirectSend& d = qp.direct_send_;
     while (qp.fd_ >= 0 && d.first < d.count) {
-        const ssize_t n = wire_send(qp, d.iov + d.first, d.count - d.first);
+        const ssize_t n = wire_send(qp, d.iov + d.first, d.count - d.first, true);
         if (n > 0) {
             moved = true;
             auto left = static_cast<std::size_t>(n);
@@ -949,7 +949,7 @@ bool Device::flush_output(Qp& qp)
         return moved;
     while (qp.fd_ >= 0 && qp.out_sent_ < qp.out_.size()) {
         const iovec out{qp.out_.data() + qp.out_sent_, qp.out_.size() - qp.out_sent_};
-        const ssize_t n = wire_send(qp, &out, 1);
+        const ssize_t n = wire_send(qp, &out, 1, false);
         if (n > 0) {
             qp.out_sent_ += static_cast<std::size_t>(n);
             moved = true;
@@ -988,7 +988,7 @@ bool Device::execute_send_queue(Qp& qp)
         const std::uint32_t ds = be32toh(ctrl->qpn_ds) & 0x3f;
         const bool signaled = (ctrl->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0;
         const std::uint32_t bbs = std::max<std::uint32_t>(1, (ds * 16 + 63) / 64);
-        Qp::InFlight f{};
+        Qp::InFlight f;
         f.wqe_index = wqe_index;
         f.opcode = opcode;
         f.signaled = signaled;
@@ -1036,11 +1036,13 @@ bool Device::execute_send_queue(Qp& qp)
         if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && !reads_back) {
             std::uint32_t len = first_word & ~MLX5_INLINE_SEG;
             local_ok = len <= qp.max_inline_;
-            // Inline bytes start 4 bytes into the segment and may wrap.
-            std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + first_data * 16 + 4) % (static_cast<std::size_t>(qp.sq_cnt_) * 64);
-            for (std::uint32_t i = 0; local_ok && i < len; ++i) {
-                payload.push_back(base[off]);
-                off = (off + 1) % (static_cast<std::size_t>(qp.sq_cnt_) * 64);
+            if (local_ok) { // inline bytes start 4 bytes into the segment and may wrap
+                const std::size_t ring = static_cast<std::size_t>(qp.sq_cnt_) * 64;
+                const std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + first_data * 16 + 4) % ring;
+                const std::size_t first = std::min<std::size_t>(len, ring - off);
+                payload.resize(len);
+                std::memcpy(payload.data(), base + off, first);
+                std::memcpy(payload.data() + first, base, len - first);
             }
             f.length = len;
         } else {
@@ -1163,7 +1165,7 @@ bool Device::receive(Qp& qp)
                 return true;
             break; // nothing more to read now
         }
-        const ssize_t n = wire_receive(qp, buf, receive_buffer_.size());
+        const ssize_t n = wire_receive(qp, buf, receive_buffer_.size(), false);
         if (n > 0) {
             qp.in_.insert(qp.in_.end(), buf, buf + n);
             worked = true;
@@ -1410,7 +1412,7 @@ Device::Take Device::receive_direct(Qp& qp)
     std::uint8_t* const into = d.refused ? receive_buffer_.data() : tail ? &last : d.to;
     const std::size_t want = d.refused ? std::min(d.remaining, receive_buffer_.size()) : tail ? 1 : d.remaining - 1;
     // The kernel reports memory unmapped since registration as EFAULT.
-    const ssize_t n = wire_receive(qp, into, want);
+    const ssize_t n = wire_receive(qp, into, want, true);
     if (n < 0 && errno == EINTR)
         return Take::taken;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -1725,8 +1727,9 @@ void Device::flush_all(Qp& qp)
         qp.inflight_.push_back(qp.local_error_wqe_);
         qp.local_error_pending_ = false;
     }
-    for (const Qp::InFlight& f : qp.inflight_)
+    qp.inflight_.for_each([&](const Qp::InFlight& f) {
         qp.send_cq_->push({MLX5_CQE_REQ_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false, f.wqe_index, 0, 0, qp.qpn_});
+    });
     qp.inflight_.clear();
     const std::uint32_t mask = qp.sq_cnt_ - 1;
     const std::uint16_t published = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR]));

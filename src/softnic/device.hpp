@@ -17,7 +17,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -245,12 +244,14 @@ public:
 private:
     friend class Device;
     struct InFlight {
-        std::uint16_t wqe_index;
-        std::uint8_t opcode;
-        bool signaled;
-        std::uint32_t length;
-        std::uint32_t nsge;
-        fastpath::Sge sge[kMaxSge]; // READ: where the response goes
+        std::uint16_t wqe_index = 0;
+        std::uint8_t opcode = 0;
+        bool signaled = false;
+        std::uint32_t length = 0;
+        std::uint32_t nsge = 0;
+        // READ: where the response goes; the first nsge are set (left
+        // unzeroed: 256 bytes to clear for every small send otherwise).
+        fastpath::Sge sge[kMaxSge];
     };
 
     std::uint32_t qpn_ = 0;
@@ -279,7 +280,41 @@ private:
     std::uint32_t shm_empty_looks_ = 0; // a polling consumer reads the socket every kShmSocketLook-th time
     std::uint32_t sq_next_ = 0; // next basic block to execute
     std::uint32_t rq_next_ = 0; // next receive WQE to consume
-    std::deque<InFlight> inflight_;
+    // Requests sent and not completed, oldest first: a ring that doubles
+    // when full, so a queue pair's steady state allocates nothing (a deque
+    // of these allocated and freed a node per request).
+    class InFlightRing {
+    public:
+        bool empty() const { return head_ == tail_; }
+        InFlight& front() { return slots_[head_ & (slots_.size() - 1)]; }
+        void pop_front() { ++head_; }
+        void push_back(const InFlight& f)
+        {
+            if (tail_ - head_ == slots_.size())
+                regrow(std::max<std::size_t>(2 * slots_.size(), 16));
+            slots_[tail_++ & (slots_.size() - 1)] = f;
+        }
+        void clear() { head_ = tail_; }
+        template <typename Fn> void for_each(Fn&& fn) const
+        {
+            for (std::size_t i = head_; i != tail_; ++i)
+                fn(slots_[i & (slots_.size() - 1)]);
+        }
+
+    private:
+        void regrow(std::size_t capacity)
+        {
+            std::vector<InFlight> slots(capacity);
+            for (std::size_t i = head_; i != tail_; ++i)
+                slots[i - head_] = slots_[i & (slots_.size() - 1)];
+            tail_ -= head_;
+            head_ = 0;
+            slots_ = std::move(slots);
+        }
+        std::vector<InFlight> slots_;
+        std::size_t head_ = 0, tail_ = 0; // free-running
+    };
+    InFlightRing inflight_;
     // A WQE that failed a local check waits for the older ones in flight to
     // complete, so completions stay in order; then the QP fails.
     bool local_error_pending_ = false;
@@ -470,8 +505,10 @@ private:
     bool flush_output(Qp& qp);
     // The wire's send and receive: the socket's, or the shared-memory
     // rings' (same results as sendmsg and recv on a non-blocking socket).
-    ssize_t wire_send(Qp& qp, const iovec* iov, std::size_t count);
-    ssize_t wire_receive(Qp& qp, void* into, std::size_t want);
+    // `registered`: the source (send) or target (receive) is a consumer's
+    // memory, which may have been unmapped; the device's own buffers are not.
+    ssize_t wire_send(Qp& qp, const iovec* iov, std::size_t count, bool registered);
+    ssize_t wire_receive(Qp& qp, void* into, std::size_t want, bool registered);
     // Sends qp.direct_send_'s unsent part; false when the queue pair failed.
     bool flush_direct(Qp& qp, bool& moved);
     enum class Take { taken, none, failed };

@@ -23,6 +23,17 @@ namespace {
 constexpr std::size_t kControlBytes = 4096;
 constexpr std::size_t kMapBytes = kControlBytes + ShmLink::kRingBytes;
 constexpr std::uint64_t kMask = ShmLink::kRingBytes - 1;
+
+// A consumer's memory may be unmapped under us: copied under the fault
+// guard. The rings (sealed at their size) and the device's own buffers
+// cannot fault, and skip the guard's setjmp.
+bool copy(void* to, const void* from, std::size_t n, bool registered)
+{
+    if (registered)
+        return guarded_copy(to, from, n);
+    std::memcpy(to, from, n);
+    return true;
+}
 // Bytes on the socket after setup.
 constexpr char kRingMessage = 'R'; // carries the sender's receive ring (SCM_RIGHTS)
 constexpr char kWake = 'W';
@@ -175,7 +186,7 @@ int ShmLink::drain_socket()
 
 void ShmLink::wake_peer() { send_byte(socket_, kWake); }
 
-ssize_t ShmLink::write(const iovec* iov, std::size_t count)
+ssize_t ShmLink::write(const iovec* iov, std::size_t count, bool registered)
 {
     if (!tx_) { // the peer's ring has not come yet: perhaps it is waiting on the socket
         if (drain_socket() < 0 && errno != EAGAIN)
@@ -214,7 +225,7 @@ ssize_t ShmLink::write(const iovec* iov, std::size_t count)
         while (left > 0) {
             const std::size_t at = head & kMask;
             const std::size_t n = std::min(left, kRingBytes - at);
-            if (!guarded_copy(tx_bytes_ + at, from, n)) { // the source was unmapped under us
+            if (!copy(tx_bytes_ + at, from, n, registered)) { // the source was unmapped under us
                 if (head == tx_head_) {
                     errno = EFAULT;
                     return -1;
@@ -237,7 +248,7 @@ ssize_t ShmLink::write(const iovec* iov, std::size_t count)
     return moved;
 }
 
-ssize_t ShmLink::read(void* into, std::size_t want, Look look)
+ssize_t ShmLink::read(void* into, std::size_t want, Look look, bool registered)
 {
     const std::uint64_t head = rx_->head.load(std::memory_order_acquire);
     if (head - rx_tail_ > kRingBytes) {
@@ -279,7 +290,7 @@ ssize_t ShmLink::read(void* into, std::size_t want, Look look)
     const std::size_t at = rx_tail_ & kMask;
     const std::size_t first = std::min(n, kRingBytes - at);
     auto* to = static_cast<std::uint8_t*>(into);
-    if (!guarded_copy(to, rx_bytes_ + at, first) || (n > first && !guarded_copy(to + first, rx_bytes_, n - first))) {
+    if (!copy(to, rx_bytes_ + at, first, registered) || (n > first && !copy(to + first, rx_bytes_, n - first, registered))) {
         errno = EFAULT; // the target was unmapped under us; nothing is consumed
         return -1;
     }

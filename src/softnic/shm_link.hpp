@@ -48,7 +48,9 @@ public:
     // or -1 with errno EAGAIN (full, or the peer's ring not here yet),
     // EFAULT (a source page unmapped: nothing after it moved), EPROTO (the
     // peer corrupted the ring's counters).
-    ssize_t write(const iovec* iov, std::size_t count);
+    // `registered`: the sources are a consumer's memory (copied under the
+    // fault guard); otherwise the device's own buffers (copied plainly).
+    ssize_t write(const iovec* iov, std::size_t count, bool registered = true);
     // What an empty ring's read does with the socket.
     enum class Look {
         no,       // nothing (a polling consumer, most times)
@@ -62,7 +64,8 @@ public:
     // (the socket closed; everything the peer wrote before was read), -1
     // with errno EAGAIN (nothing yet), EFAULT (the target page unmapped),
     // EPROTO (a malformed link message or counters).
-    ssize_t read(void* into, std::size_t want, Look look);
+    // `registered` as for write(), for the target.
+    ssize_t read(void* into, std::size_t want, Look look, bool registered = true);
 
     // The side that owns this link is about to block in epoll on the
     // socket: the peer's next write wakes it. False when bytes arrived
