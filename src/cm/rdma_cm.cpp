@@ -25,6 +25,7 @@ void* context_of(std::uint64_t v) { return reinterpret_cast<void*>(static_cast<s
 
 // IB CM reject reasons that rdma_cm passes up in the event status.
 constexpr int kRejectConsumer = 28;    // the peer's consumer said no
+constexpr int kSidrReject = 2;         // IB_SIDR_REJECT: the same for a UD request
 
 // A reject of ours that stands for "nobody takes it" (RdmaCm::refuse). The
 // transport may pad the private data: the marker is a prefix.
@@ -41,6 +42,61 @@ void move_to_error(ibv_qp* qp)
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
     ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+}
+
+// The header a UD request's private data starts with: SIDR requests carry
+// no queue pair number, so ours travels here (big-endian after the magic).
+constexpr std::uint8_t kDatagramMagic[4] = {'f', 'd', 'U', 'D'};
+constexpr std::size_t kDatagramHeader = 8;
+
+// The GID RoCE gives an IP address: IPv4 mapped into IPv6, IPv6 as is.
+bool gid_of(const sockaddr* a, ibv_gid& gid)
+{
+    std::memset(&gid, 0, sizeof gid);
+    if (a->sa_family == AF_INET) {
+        gid.raw[10] = gid.raw[11] = 0xff;
+        std::memcpy(&gid.raw[12], &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, 4);
+        return true;
+    }
+    if (a->sa_family == AF_INET6) {
+        std::memcpy(gid.raw, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, 16);
+        return true;
+    }
+    return false;
+}
+
+// The route back to a UD requester on a RoCE port: its address's GID from
+// ours (RoCE v2 preferred, as rdma_cm resolves). False where the port is
+// not Ethernet (IB needs the requester's LID, which a SIDR request lacks)
+// or our address has no GID.
+bool route_to_requester(rdma_cm_id* id, ibv_ah_attr& ah)
+{
+    ibv_port_attr port{};
+    ibv_gid local{}, remote{};
+    if (!id->verbs || ibv_query_port(id->verbs, id->port_num, &port) != 0 ||
+        port.link_layer != IBV_LINK_LAYER_ETHERNET || !gid_of(rdma_get_local_addr(id), local) ||
+        !gid_of(rdma_get_peer_addr(id), remote))
+        return false;
+    int found = -1;
+    for (int i = 0; i < port.gid_tbl_len; ++i) {
+        ibv_gid_entry entry{};
+        if (ibv_query_gid_ex(id->verbs, id->port_num, static_cast<std::uint32_t>(i), &entry, 0) != 0 ||
+            std::memcmp(entry.gid.raw, local.raw, sizeof local.raw) != 0)
+            continue;
+        if (found < 0 || entry.gid_type == IBV_GID_TYPE_ROCE_V2)
+            found = i;
+        if (entry.gid_type == IBV_GID_TYPE_ROCE_V2)
+            break;
+    }
+    if (found < 0)
+        return false;
+    ah = {};
+    ah.is_global = 1;
+    ah.port_num = id->port_num;
+    ah.grh.dgid = remote;
+    ah.grh.sgid_index = static_cast<std::uint8_t>(found);
+    ah.grh.hop_limit = 64;
+    return true;
 }
 
 int remaining_ms(std::chrono::steady_clock::time_point deadline)
@@ -61,6 +117,9 @@ struct RdmaCm::EventCopy {
     rdma_cm_id* id;          // CONNECT_REQUEST: the new id
     std::uint64_t listener;  // CONNECT_REQUEST: the listener's context
     std::vector<std::uint8_t> private_data;
+    bool datagram = false;   // the id is in RDMA_PS_UDP (event param.ud)
+    ibv_ah_attr ah_attr{};   // datagram ESTABLISHED: the route to the peer
+    std::uint32_t qp_num = 0;
 };
 
 RdmaCm::RdmaCm(Callbacks callbacks) : callbacks_(std::move(callbacks)), debug_(std::getenv("FASTDAPL_DEBUG") != nullptr)
@@ -88,6 +147,8 @@ RdmaCm::~RdmaCm()
         destroy_locked(c);
     for (auto& [lid, id] : listeners_)
         rdma_destroy_id(id);
+    for (auto& [lid, id] : datagram_listeners_)
+        rdma_destroy_id(id);
     if (channel_)
         rdma_destroy_event_channel(channel_);
     if (wake_fd_ >= 0)
@@ -100,7 +161,7 @@ void RdmaCm::wake()
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
 }
 
-int RdmaCm::listen(const sockaddr* local, std::uint16_t& port, std::uint64_t listener_id)
+int RdmaCm::listen(const sockaddr* local, std::uint16_t& port, std::uint64_t listener_id, bool datagrams)
 {
     if (!channel_)
         return ENODEV;
@@ -116,14 +177,28 @@ int RdmaCm::listen(const sockaddr* local, std::uint16_t& port, std::uint64_t lis
         return err;
     }
     port = ntohs(rdma_get_src_port(id));
+    // UD endpoints' requests arrive in the UDP port space: the same port there.
+    rdma_cm_id* udp = nullptr;
+    set_port(addr, port);
+    if (datagrams && (rdma_create_id(channel_, &udp, context_of(listener_id | kListenerBit), RDMA_PS_UDP) != 0 ||
+        rdma_bind_addr(udp, reinterpret_cast<sockaddr*>(&addr)) != 0 || rdma_listen(udp, 128) != 0)) {
+        const int err = errno ? errno : EADDRINUSE;
+        if (udp)
+            rdma_destroy_id(udp);
+        rdma_destroy_id(id);
+        return err;
+    }
     std::lock_guard lock(mutex_);
     listeners_[listener_id] = id;
+    if (udp)
+        datagram_listeners_[listener_id] = udp;
     return 0;
 }
 
 void RdmaCm::unlisten(std::uint64_t listener_id)
 {
     rdma_cm_id* id = nullptr;
+    rdma_cm_id* udp = nullptr;
     {
         std::lock_guard lock(mutex_);
         auto it = listeners_.find(listener_id);
@@ -131,8 +206,14 @@ void RdmaCm::unlisten(std::uint64_t listener_id)
             return;
         id = it->second;
         listeners_.erase(it);
+        if (auto u = datagram_listeners_.find(listener_id); u != datagram_listeners_.end()) {
+            udp = u->second;
+            datagram_listeners_.erase(u);
+        }
     }
     rdma_destroy_id(id); // requests not yet answered keep their own ids
+    if (udp)
+        rdma_destroy_id(udp);
 }
 
 std::uint64_t RdmaCm::connect(const sockaddr* local, const sockaddr* remote, ibv_qp* qp,
@@ -163,6 +244,37 @@ std::uint64_t RdmaCm::connect(const sockaddr* local, const sockaddr* remote, ibv
     return n;
 }
 
+std::uint64_t RdmaCm::connect_datagram(const sockaddr* local, const sockaddr* remote, std::uint32_t qpn,
+                                       std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout)
+{
+    if (!channel_)
+        return 0;
+    const std::uint64_t n = next_id_++;
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(channel_, &id, context_of(n), RDMA_PS_UDP) != 0)
+        return 0;
+    std::vector<std::uint8_t> sent(kDatagramHeader);
+    std::memcpy(sent.data(), kDatagramMagic, sizeof kDatagramMagic);
+    const std::uint32_t be = htonl(qpn);
+    std::memcpy(sent.data() + sizeof kDatagramMagic, &be, sizeof be);
+    sent.insert(sent.end(), private_data.begin(), private_data.end());
+    std::lock_guard lock(mutex_);
+    Conn& c = conns_[n];
+    c.id = id;
+    c.datagram = true;
+    c.qpn = qpn;
+    c.private_data = std::move(sent);
+    c.deadline = std::chrono::steady_clock::now() + timeout;
+    c.timeout_ms = std::clamp(static_cast<int>(timeout.count()), 100, 10000);
+    c.state = State::resolving_addr;
+    if (rdma_resolve_addr(id, const_cast<sockaddr*>(local), const_cast<sockaddr*>(remote), c.timeout_ms) != 0) {
+        c.deadline = std::chrono::steady_clock::now();
+        c.state = State::ended;
+    }
+    wake();
+    return n;
+}
+
 bool RdmaCm::accept(std::uint64_t request_id, ibv_qp* qp, std::vector<std::uint8_t> private_data,
                     std::chrono::milliseconds timeout, ReadDepth depth)
 {
@@ -171,6 +283,18 @@ bool RdmaCm::accept(std::uint64_t request_id, ibv_qp* qp, std::vector<std::uint8
     if (it == conns_.end() || it->second.state != State::wait_consumer)
         return false;
     Conn& c = it->second;
+    if (c.datagram) { // a SIDR reply with our queue pair; the thread reports it done
+        rdma_conn_param param{};
+        param.private_data = private_data.empty() ? nullptr : private_data.data();
+        param.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(private_data.size(), 255));
+        param.qp_num = qp->qp_num;
+        if (rdma_accept(c.id, &param) != 0)
+            return false;
+        c.state = State::datagram_accepted;
+        c.deadline = std::chrono::steady_clock::now();
+        wake();
+        return true;
+    }
     c.qp = qp;
     c.id->qp = qp; // rdma_cm moves it to RTR and RTS
     rdma_conn_param param{};
@@ -253,31 +377,56 @@ void RdmaCm::fail(std::uint64_t id, Conn& c, Outcome o, Message m, Pending& out)
     move_to_error(c.qp); // receives posted meanwhile flush
     destroy_locked(c);
     conns_.erase(id);
-    out.results.emplace_back(id, o, std::move(m));
+    out.results.emplace_back(id, o, std::move(m), std::nullopt);
+}
+
+// A UD request (listener's lock held): the requester's queue pair from our
+// header, the route back to it; the consumer sees the private data after
+// the header.
+bool RdmaCm::datagram_request(const EventCopy& e, Conn& c, Request& r)
+{
+    if (e.private_data.size() < kDatagramHeader ||
+        std::memcmp(e.private_data.data(), kDatagramMagic, sizeof kDatagramMagic) != 0)
+        return false;
+    std::uint32_t be;
+    std::memcpy(&be, e.private_data.data() + sizeof kDatagramMagic, sizeof be);
+    c.peer.qpn = ntohl(be);
+    if (c.peer.qpn == 0 || !route_to_requester(e.id, c.peer.ah_attr))
+        return false;
+    r.datagram = true;
+    r.remote_qpn = c.peer.qpn;
+    // The rest, up to what a consumer's request may carry.
+    const std::size_t n = std::min<std::size_t>(e.private_data.size() - kDatagramHeader, kRdmaCmMaxPrivateData);
+    r.private_data.assign(e.private_data.begin() + kDatagramHeader, e.private_data.begin() + kDatagramHeader + n);
+    return true;
 }
 
 void RdmaCm::handle(const EventCopy& e, Pending& out)
 {
     if (e.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
         const std::uint64_t listener = e.listener & ~kListenerBit;
-        if (!(e.listener & kListenerBit) || !listeners_.count(listener)) {
+        Conn c;
+        c.id = e.id;
+        c.state = State::wait_consumer;
+        c.deadline = std::chrono::steady_clock::time_point::max();
+        c.datagram = e.datagram;
+        Request r;
+        r.private_data = e.private_data;
+        // A UD request without our header, or whose route we cannot make, is refused.
+        if (!(e.listener & kListenerBit) || !listeners_.count(listener) ||
+            (e.datagram && !datagram_request(e, c, r))) {
             rdma_reject(e.id, kNonPeerRejectMarker, sizeof kNonPeerRejectMarker);
             rdma_destroy_id(e.id);
             return;
         }
         const std::uint64_t n = next_id_++;
         e.id->context = context_of(n);
-        Conn& c = conns_[n];
-        c.id = e.id;
-        c.state = State::wait_consumer;
-        c.deadline = std::chrono::steady_clock::time_point::max();
-        Request r;
+        conns_[n] = c;
         r.id = n;
         r.listener = listener;
         const sockaddr* peer = rdma_get_peer_addr(e.id);
         copy_address(r.remote, peer);
         r.conn_qual = ntohs(rdma_get_src_port(e.id));
-        r.private_data = e.private_data;
         out.requests.push_back(std::move(r));
         return;
     }
@@ -297,6 +446,17 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
             c.state = State::resolving_route;
         break;
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+        if (c.datagram) { // a SIDR request: our queue pair's number travels in the header
+            rdma_conn_param param{};
+            param.private_data = c.private_data.data();
+            param.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(c.private_data.size(), 255));
+            param.qp_num = c.qpn;
+            if (rdma_connect(c.id, &param) != 0)
+                fail(e.context, c, Outcome::failed, {}, out);
+            else
+                c.state = State::connecting;
+            break;
+        }
         c.id->qp = c.qp; // rdma_cm moves it to RTR and RTS when the reply comes
         rdma_conn_param param{};
         param.private_data = c.private_data.empty() ? nullptr : c.private_data.data();
@@ -316,6 +476,16 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
         fail(e.context, c, Outcome::unreachable, {}, out);
         break;
     case RDMA_CM_EVENT_UNREACHABLE:
+        // A SIDR reply that says no: its status is the SIDR status (2: the
+        // peer's consumer rejected; others: nobody takes the service).
+        if (c.datagram && e.status == kSidrReject && !is_non_peer_reject(m.private_data)) {
+            fail(e.context, c, Outcome::rejected, std::move(m), out);
+            break;
+        }
+        if (c.datagram && e.status > 0) {
+            fail(e.context, c, Outcome::no_listener, {}, out);
+            break;
+        }
         fail(e.context, c, e.status == -ETIMEDOUT ? Outcome::timed_out : Outcome::unreachable, {}, out);
         break;
     case RDMA_CM_EVENT_REJECTED:
@@ -331,9 +501,18 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
         fail(e.context, c, Outcome::failed, {}, out);
         break;
     case RDMA_CM_EVENT_ESTABLISHED:
+        if (c.datagram) { // the SIDR reply: the route to the peer's queue pair; the id is done
+            DatagramPeer peer;
+            peer.ah_attr = e.ah_attr;
+            peer.qpn = e.qp_num;
+            destroy_locked(c);
+            conns_.erase(e.context);
+            out.results.emplace_back(e.context, Outcome::established, std::move(m), peer);
+            break;
+        }
         c.state = State::established;
         c.deadline = std::chrono::steady_clock::time_point::max();
-        out.results.emplace_back(e.context, Outcome::established, std::move(m));
+        out.results.emplace_back(e.context, Outcome::established, std::move(m), std::nullopt);
         break;
     case RDMA_CM_EVENT_DISCONNECTED:
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -376,10 +555,16 @@ void RdmaCm::run()
             EventCopy e{ev->event, ev->status, reinterpret_cast<std::uintptr_t>(ev->id->context), ev->id, 0, {}};
             if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
                 e.listener = reinterpret_cast<std::uintptr_t>(ev->listen_id->context);
-            const auto& conn = ev->param.conn;
-            if (conn.private_data && conn.private_data_len) {
-                const auto* p = static_cast<const std::uint8_t*>(conn.private_data);
-                e.private_data.assign(p, p + conn.private_data_len);
+            e.datagram = ev->id->ps == RDMA_PS_UDP;
+            const void* pdata = e.datagram ? ev->param.ud.private_data : ev->param.conn.private_data;
+            const std::uint8_t plen = e.datagram ? ev->param.ud.private_data_len : ev->param.conn.private_data_len;
+            if (pdata && plen) {
+                const auto* p = static_cast<const std::uint8_t*>(pdata);
+                e.private_data.assign(p, p + plen);
+            }
+            if (e.datagram && ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+                e.ah_attr = ev->param.ud.ah_attr;
+                e.qp_num = ev->param.ud.qp_num;
             }
             rdma_ack_cm_event(ev);
             if (debug_)
@@ -397,13 +582,20 @@ void RdmaCm::run()
                 const std::uint64_t id = (it++)->first;
                 if (c.deadline > now)
                     continue;
+                if (c.state == State::datagram_accepted) { // the SIDR reply went: the passive side is done
+                    const DatagramPeer peer = c.peer;
+                    destroy_locked(c);
+                    conns_.erase(id);
+                    out.results.emplace_back(id, Outcome::established, Message{}, peer);
+                    continue;
+                }
                 fail(id, c, c.state == State::ended ? Outcome::unreachable : Outcome::timed_out, {}, out);
             }
         }
         for (const Request& r : out.requests)
             callbacks_.on_request(r);
-        for (const auto& [id, o, m] : out.results)
-            callbacks_.on_result(id, o, m);
+        for (const auto& [id, o, m, peer] : out.results)
+            callbacks_.on_result(id, o, m, peer ? &*peer : nullptr);
         for (const auto& [id, orderly] : out.ended)
             callbacks_.on_disconnected(id, orderly);
     }

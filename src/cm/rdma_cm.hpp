@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,18 @@ namespace fastdapl::cm {
 // figure is the one a consumer can count on both ways.
 inline constexpr std::uint32_t kRdmaCmMaxPrivateData = 56;
 inline constexpr std::uint8_t kNonPeerRejectMarker[8] = {'f', 'd', 'N', 'O', 'P', 'E', 'E', 'R'};
+
+// UD endpoints: the queue key of every datagram queue pair. rdma_cm's UDP
+// port space answers with this one (the kernel's default for IP-addressed
+// ids), so both sides' queue pairs use it.
+inline constexpr std::uint32_t kDatagramQkey = RDMA_UDP_QKEY;
+
+// A UD exchange's answer about the peer: the route to its datagram queue
+// pair as verbs takes it, and the queue pair's number.
+struct DatagramPeer {
+    ibv_ah_attr ah_attr{};
+    std::uint32_t qpn = 0;
+};
 
 // What the RDMA read resources of a connection are.
 struct ReadDepth {
@@ -42,7 +55,8 @@ public:
         std::function<void(const Request&)> on_request;
         // Active side: the outcome of connect(); passive side: of accept().
         // `message.private_data` is what the peer sent (reply or reject).
-        std::function<void(std::uint64_t id, Outcome, const Message&)> on_result;
+        // `peer`: a UD exchange that ended established, else nullptr.
+        std::function<void(std::uint64_t id, Outcome, const Message&, const DatagramPeer* peer)> on_result;
         // An established connection ended (the peer disconnected, or the
         // link failed): its queue pair is in the error state already.
         std::function<void(std::uint64_t id, bool orderly)> on_disconnected;
@@ -56,15 +70,26 @@ public:
     bool ok() const { return channel_ != nullptr; }
 
     // Listens on `local` (the IA's address) and `port` (0: a free one,
-    // returned). 0 or an errno (EADDRINUSE when the qualifier is taken).
-    int listen(const sockaddr* local, std::uint16_t& port, std::uint64_t listener_id);
+    // returned), in the TCP port space and, with `datagrams` (the IA has UD
+    // endpoints), the UDP one for their requests. 0 or an errno (EADDRINUSE
+    // when the qualifier is taken).
+    int listen(const sockaddr* local, std::uint16_t& port, std::uint64_t listener_id, bool datagrams);
     void unlisten(std::uint64_t listener_id);
 
     // Starts a connection attempt from `local` to `remote` (port set) for
     // `qp`; its outcome arrives through on_result. 0 when none could start.
     std::uint64_t connect(const sockaddr* local, const sockaddr* remote, ibv_qp* qp,
                           std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout, ReadDepth depth);
-    // Answers a request: the connection will use `qp`. The outcome arrives
+    // A UD endpoint's exchange (RDMA_PS_UDP, a SIDR request): asks the peer
+    // listening at `remote` for its datagram queue pair, telling it ours
+    // (`qpn`, in a header before the private data: SIDR requests carry no
+    // queue pair number). The answer arrives through on_result with a
+    // DatagramPeer. 0 when none could start.
+    std::uint64_t connect_datagram(const sockaddr* local, const sockaddr* remote, std::uint32_t qpn,
+                                   std::vector<std::uint8_t> private_data, std::chrono::milliseconds timeout);
+    // Answers a request: the connection will use `qp`. A UD request is
+    // answered with `qp`'s number and on_result follows at once (rdma_cm
+    // reports nothing more on the passive side). The outcome arrives
     // through on_result with the request's id. False for an unknown or
     // answered id, or when rdma_cm refused (errno kept).
     bool accept(std::uint64_t request_id, ibv_qp* qp, std::vector<std::uint8_t> private_data,
@@ -86,11 +111,14 @@ public:
     void release(std::uint64_t id);
 
 private:
-    enum class State { resolving_addr, resolving_route, connecting, wait_consumer, accepting, established, disconnecting, ended };
+    enum class State { resolving_addr, resolving_route, connecting, wait_consumer, accepting, established, disconnecting, ended, datagram_accepted };
     struct Conn {
         rdma_cm_id* id = nullptr;
         State state = State::resolving_addr;
         ibv_qp* qp = nullptr;
+        bool datagram = false;   // a UD exchange (RDMA_PS_UDP)
+        std::uint32_t qpn = 0;   // active UD: ours
+        DatagramPeer peer;       // passive UD: the requester's, known from the request
         std::vector<std::uint8_t> private_data; // active: sent with the request
         ReadDepth depth;
         std::chrono::steady_clock::time_point deadline;
@@ -98,7 +126,7 @@ private:
     };
     struct Pending { // callbacks to run once the lock is released
         std::vector<Request> requests;
-        std::vector<std::tuple<std::uint64_t, Outcome, Message>> results;
+        std::vector<std::tuple<std::uint64_t, Outcome, Message, std::optional<DatagramPeer>>> results;
         std::vector<std::pair<std::uint64_t, bool>> ended;
     };
     struct EventCopy;
@@ -106,6 +134,7 @@ private:
     void run();
     void handle(const EventCopy& e, Pending& out);
     void fail(std::uint64_t id, Conn& c, Outcome o, Message m, Pending& out);
+    bool datagram_request(const EventCopy& e, Conn& c, Request& r);
     void destroy_locked(Conn& c);
     void wake();
 
@@ -114,6 +143,7 @@ private:
     rdma_event_channel* channel_ = nullptr;
     std::mutex mutex_;
     std::map<std::uint64_t, rdma_cm_id*> listeners_;
+    std::map<std::uint64_t, rdma_cm_id*> datagram_listeners_; // the same ports in RDMA_PS_UDP
     std::map<std::uint64_t, Conn> conns_;
     std::atomic<std::uint64_t> next_id_{1};
     int wake_fd_ = -1;

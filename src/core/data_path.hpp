@@ -101,13 +101,19 @@ inline DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& 
 
 // One datagram of a UD endpoint to the peer address handle `ah` names
 // (checked by the engine: a handle it did not make is refused, not read),
-// queue pair `qpn`. Only the softnic has UD endpoints.
+// queue pair `qpn`. The softnic and the generic verbs path have UD endpoints.
 inline DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
                                 DAT_DTO_COOKIE cookie, const void* ah, std::uint32_t qpn, DAT_COMPLETION_FLAGS flags)
 {
-    if (ep->path != PathKind::softnic)
-        return error(DAT_MODEL_NOT_SUPPORTED);
-    return softnic_path::post_datagram(ep, n, iov, total, cookie.as_64, ah, qpn, fastpath::control_flags(flags));
+    switch (ep->path) {
+    case PathKind::softnic:
+        return softnic_path::post_datagram(ep, n, iov, total, cookie.as_64, ah, qpn, fastpath::control_flags(flags));
+    case PathKind::verbs:
+        return verbs_path::post_datagram(ep, n, iov, total, cookie.as_64, ah, qpn, flags);
+    case PathKind::mlx5:
+        break;
+    }
+    return error(DAT_MODEL_NOT_SUPPORTED);
 }
 
 inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, DAT_DTO_COOKIE cookie)

@@ -67,11 +67,14 @@ public:
     // The IB extension's UD endpoints (DAT_IB_SERVICE_TYPE_UD). An address
     // handle (DAT_IB_ADDR_HANDLE.ah) names a peer's datagram queue pair,
     // learnt through the connection manager: make_address_handle also lets
-    // `ep` take datagrams from it (nullptr when the table is full);
-    // free_address_handle is false for what is not a live one.
+    // `ep` take datagrams from it (nullptr when the table is full or the
+    // device made none; `route`: the CM's, see cm_result); free_address_handle
+    // is false for what is not a live one.
     virtual bool ud_endpoints() const { return false; }
+    // A UD endpoint's largest message: one datagram, the path MTU.
+    virtual std::uint32_t max_datagram_size() const { return 4096; }
     virtual void* make_address_handle(Ep&, const sockaddr_storage& /*peer*/, std::uint32_t /*qpn*/,
-                                      std::uint16_t /*udp_port*/)
+                                      std::uint16_t /*udp_port*/, const void* /*route*/)
     {
         return nullptr;
     }

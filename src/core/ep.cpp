@@ -88,7 +88,8 @@ DAT_RETURN complete_ep_attr(const Ia& ia, DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE whi
         if (*field == 0)
             *field = fallback;
     if (a.max_message_size == 0) // a UD endpoint's default is its largest datagram
-        a.max_message_size = raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD ? kMaxUdMessageSize : d.max_message_size;
+        a.max_message_size =
+            raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD ? ia.device->max_datagram_size() : d.max_message_size;
     if (a.max_rdma_size == 0)
         a.max_rdma_size = d.max_rdma_size;
     // d's segment counts are the IA's limits (the provider's, lowered to the device's).
@@ -99,7 +100,7 @@ DAT_RETURN complete_ep_attr(const Ia& ia, DAT_EP_ATTR& a, DAT_RETURN_SUBTYPE whi
     const bool ud = raw(a.service_type) == DAT_IB_SERVICE_TYPE_UD;
     if (ud && !ia.device->ud_endpoints())
         return error(DAT_MODEL_NOT_SUPPORTED);
-    if (ud && a.max_message_size > kMaxUdMessageSize)
+    if (ud && a.max_message_size > ia.device->max_datagram_size())
         return error(DAT_INVALID_PARAMETER, which_arg);
     if ((!ud && raw(a.service_type) != DAT_SERVICE_TYPE_RC) || !depth_ok(a.max_recv_dtos) || !depth_ok(a.max_request_dtos) ||
         !sge_ok(a.max_recv_iov) || !sge_ok(a.max_request_iov) || !sge_ok(a.max_rdma_read_iov) ||

@@ -133,7 +133,7 @@ DAT_RETURN connect_datagram(Ep* ep, DAT_IA_ADDRESS_PTR remote, DAT_CONN_QUAL qua
 // The end of a UD endpoint's exchange `id` (cm_mutex held): the peer's
 // address handle in an extension event, or why there is none.
 void datagram_result(Ia* ia, std::uint64_t id, Ep* ep, AttemptOutcome outcome, const std::vector<std::uint8_t>& pdata,
-                     std::uint32_t peer_qpn, std::uint16_t peer_port)
+                     std::uint32_t peer_qpn, std::uint16_t peer_port, const void* route)
 {
     auto it = ia->ud_exchanges.find(id);
     if (it == ia->ud_exchanges.end())
@@ -149,7 +149,7 @@ void datagram_result(Ia* ia, std::uint64_t id, Ep* ep, AttemptOutcome outcome, c
             x.private_data_size = size;
             std::memcpy(x.private_data, pdata.data(), size);
         }
-        if (void* ah = ia->device->make_address_handle(*ep, x.peer, x.peer_qpn, x.peer_port)) {
+        if (void* ah = ia->device->make_address_handle(*ep, x.peer, x.peer_qpn, x.peer_port, route)) {
             post_ud_established(ep, x, id, ah);
             return;
         }
@@ -209,7 +209,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE handle, DAT_IA_ADDRESS_PTR remote, DAT_CONN_
 }
 
 void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const std::vector<std::uint8_t>& pdata,
-               std::uint32_t peer_qpn, std::uint16_t peer_port)
+               std::uint32_t peer_qpn, std::uint16_t peer_port, const void* route)
 {
     Ep* ep = nullptr;
     std::lock_guard lock(ia->cm_mutex); // the EP cannot be freed under us
@@ -225,7 +225,7 @@ void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const s
     if (ep->ud) { // no stream follows the exchange
         if (fd >= 0)
             ::close(fd);
-        datagram_result(ia, id, ep, outcome, pdata, peer_qpn, peer_port);
+        datagram_result(ia, id, ep, outcome, pdata, peer_qpn, peer_port, route);
         return;
     }
     const bool passive = ep->state.load() == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING;

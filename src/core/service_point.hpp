@@ -80,9 +80,11 @@ void cm_request(Ia* ia, const IncomingRequest& r);
 
 // How a connection attempt ended (a CM's thread).
 enum class AttemptOutcome { established, rejected, no_listener, unreachable, timed_out, failed };
-// `peer_qpn`, `peer_port`: an active UD endpoint's answer (the reply's).
+// `peer_qpn`, `peer_port`: an active UD endpoint's answer (the reply's);
+// `route`: a UD exchange's way to the peer as the device kind needs it
+// (verbs: an ibv_ah_attr; the softnic needs none).
 void cm_result(Ia* ia, std::uint64_t id, AttemptOutcome outcome, int fd, const std::vector<std::uint8_t>& private_data,
-               std::uint32_t peer_qpn = 0, std::uint16_t peer_port = 0);
+               std::uint32_t peer_qpn = 0, std::uint16_t peer_port = 0, const void* route = nullptr);
 
 void destroy_psp(Psp* psp);
 

@@ -170,7 +170,9 @@ run_dtestsrq() {
     # for libdaplofa, perhaps a TCP one for ours: accept either.
     pair "$group.dtestsrq.$label" any:45248 "$SRQ_LIMIT" "$GRACE"
     local c=$LOG/$group.dtestsrq.$label.client s=$LOG/$group.dtestsrq.$label.server
-    if [ "$READY" = 1 ] && [ "$CRC" = 0 ] && has "$c" "DAPL RC SRQ Test Complete." && has "$s" "DAPL RC SRQ Test Complete." &&
+    local done="DAPL RC SRQ Test Complete."
+    case " $* " in *" -u "*) done="DAPL UD SRQ Test Complete." ;; esac
+    if [ "$READY" = 1 ] && [ "$CRC" = 0 ] && has "$c" "$done" && has "$s" "$done" &&
         ! bad_words "$c" "$s"; then
         result "$group" "dtestsrq $label" ok "$(grep -hoE 'ALL [0-9]+ CONNECTED' "$c" | head -1)"
     elif [ "$READY" = 1 ] && [ "$CRC" = 124 ] && has "$c" "CONNECTED"; then
@@ -183,15 +185,17 @@ run_dtestsrq() {
 
 # run_dtestx GROUP LABEL IA [options]: Debian's dtestx (the IB extensions:
 # RDMA write with immediate data, compare and swap, fetch and add; -p adds
-# the counters). Like dtest, its server hands its address to the client on
-# TCP 15828 once its PSP is up.
+# the counters; -u, -U N: UD endpoints, whose client must say -c). Like
+# dtest, its server hands its address to the client on TCP 15828 once its
+# PSP is up.
 run_dtestx() {
     local group=$1 label=$2 ia=$3; shift 3
     over_budget "$group" "dtestx $label" && return
-    SRV=(dtestx -P "$ia" "$@") CLI=(dtestx -P "$ia" -h "$IP" "$@")
+    local passed="IB extension test - immed/atomic test PASSED" client_mode=()
+    case " $* " in *" -u "* | *" -U "*) client_mode=(-c) passed="IB extension test - UD test PASSED" ;; esac
+    SRV=(dtestx -P "$ia" "$@") CLI=(dtestx -P "$ia" "${client_mode[@]}" -h "$IP" "$@")
     pair "$group.dtestx.$label" tcp:15828 "$DTEST_LIMIT" "$GRACE"
     local c=$LOG/$group.dtestx.$label.client s=$LOG/$group.dtestx.$label.server
-    local passed="IB extension test - immed/atomic test PASSED"
     if [ "$READY" = 1 ] && [ "$CRC" = 0 ] && has "$c" "$passed" && has "$s" "$passed" && ! bad_words "$c" "$s"; then
         result "$group" "dtestx $label" ok ""
     else
@@ -279,6 +283,7 @@ if command -v dtest >/dev/null; then
     DTEST_LIMIT=60 GRACE=10
     run_dtestx ref default "$REF_IA"
     run_dtestx ref counters "$REF_IA" -p
+    run_dtestx ref-info ud "$REF_IA" -u # the reference's UD, beside ours (not counted)
     # the socket-CM (scm) and UD-CM (ucm) providers on the same device
     DTEST_LIMIT=40 GRACE=3
     run_dtest ref-info scm-default-4k "ofa-v2-scm-$DEV-1" scm -b 4096 -B 10
@@ -337,6 +342,12 @@ if command -v dtest >/dev/null; then
     DTEST_LIMIT=60 GRACE=10
     run_dtestx ours default "$OUR_IA"
     run_dtestx ours counters "$OUR_IA" -p
+    # UD endpoints (the generic verbs path): four exchanges on one EP each
+    # side, four EPs, the multi-server mode, UD into an SRQ.
+    run_dtestx ours ud "$OUR_IA" -u
+    run_dtestx ours ud-4-eps "$OUR_IA" -U 4
+    run_dtestx ours ud-multi-server "$OUR_IA" -u -m
+    run_dtestsrq ours ud "$OUR_IA" -u
 fi
 
 # c.2 dapltest transactions (as tests/provider/dapltest_transactions.sh)

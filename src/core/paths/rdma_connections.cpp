@@ -29,11 +29,15 @@ public:
     RdmaConnections(Ia& ia, verbs::Device& device)
         : ia_(ia), device_(device),
           cm_(cm::RdmaCm::Callbacks{[&ia](const cm::Request& r) {
-                                        cm_request(&ia, {r.listener, r.id, r.remote,
-                                                         static_cast<DAT_CONN_QUAL>(r.conn_qual), r.private_data});
+                                        cm_request(&ia, incoming(r));
                                     },
-                                    [&ia](std::uint64_t id, cm::Outcome o, const cm::Message& m) {
-                                        cm_result(&ia, id, outcome_of(o), -1, m.private_data);
+                                    [&ia](std::uint64_t id, cm::Outcome o, const cm::Message& m,
+                                          const cm::DatagramPeer* peer) {
+                                        if (peer) // a UD exchange: the address handle is made from the route
+                                            cm_result(&ia, id, outcome_of(o), -1, m.private_data, peer->qpn, 0,
+                                                      &peer->ah_attr);
+                                        else
+                                            cm_result(&ia, id, outcome_of(o), -1, m.private_data);
                                     },
                                     [this](std::uint64_t id, bool orderly) { disconnected(id, orderly); }})
     {
@@ -47,7 +51,7 @@ public:
     int listen(const sockaddr_storage& local, std::uint64_t& qual, std::uint64_t listener) override
     {
         std::uint16_t port = cm::port_of_qualifier(qual);
-        const int err = cm_.listen(reinterpret_cast<const sockaddr*>(&local), port, listener);
+        const int err = cm_.listen(reinterpret_cast<const sockaddr*>(&local), port, listener, ia_.device->ud_endpoints());
         if (err == 0 && qual == 0)
             qual = port;
         return err;
@@ -56,6 +60,10 @@ public:
 
     std::uint64_t connect(Ep& ep, std::vector<std::uint8_t> pdata, std::chrono::milliseconds timeout) override
     {
+        if (ep.ud)
+            return cm_.connect_datagram(reinterpret_cast<const sockaddr*>(&ia_.address),
+                                        reinterpret_cast<const sockaddr*>(&ep.remote), qp_of(ep)->qp_num,
+                                        std::move(pdata), timeout);
         return cm_.connect(reinterpret_cast<const sockaddr*>(&ia_.address),
                            reinterpret_cast<const sockaddr*>(&ep.remote), qp_of(ep), std::move(pdata), timeout,
                            read_depth(ep));
@@ -67,6 +75,7 @@ public:
     void reject(std::uint64_t id, std::vector<std::uint8_t> pdata) override { cm_.reject(id, std::move(pdata)); }
     void refuse(std::uint64_t id, Refusal) override { cm_.refuse(id); }
 
+    void stop_datagram_attempt(std::uint64_t id) override { cm_.release(id); }
     void stop_attempt(Ep& ep, bool freeing) override
     {
         if (freeing)

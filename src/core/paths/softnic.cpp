@@ -73,43 +73,6 @@ std::unique_ptr<ConnectionManager> SoftnicPath::make_connections(Ia& ia)
     return make_socket_connections(ia, *device_, shm_);
 }
 
-SoftnicAddressHandles::Entry* SoftnicAddressHandles::make(std::uint64_t destination)
-{
-    std::lock_guard lock(mutex_);
-    Entry* base = entries_.load(std::memory_order_relaxed);
-    if (!base) {
-        base = new (std::nothrow) Entry[kCapacity];
-        if (!base)
-            return nullptr;
-        entries_.store(base, std::memory_order_release);
-    }
-    std::uint32_t index;
-    if (never_used_ < kCapacity) {
-        index = never_used_++;
-    } else if (!freed_.empty()) {
-        index = freed_.front();
-        freed_.pop_front();
-    } else {
-        return nullptr;
-    }
-    base[index].destination.store(destination, std::memory_order_relaxed);
-    base[index].live.store(true, std::memory_order_release);
-    return &base[index];
-}
-
-bool SoftnicAddressHandles::free(const void* ah)
-{
-    std::uint64_t destination;
-    std::lock_guard lock(mutex_);
-    if (!destination_of(ah, destination))
-        return false;
-    Entry* base = entries_.load(std::memory_order_relaxed);
-    const auto index = static_cast<std::uint32_t>(static_cast<const Entry*>(ah) - base);
-    base[index].live.store(false, std::memory_order_release);
-    freed_.push_back(index);
-    return true;
-}
-
 void SoftnicPath::expect_datagrams(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port,
                                    bool expect)
 {
@@ -123,7 +86,8 @@ void SoftnicPath::expect_datagrams(Ep& ep, const sockaddr_storage& peer, std::ui
         device_->remove_datagram_peer(qp, from, qpn);
 }
 
-void* SoftnicPath::make_address_handle(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port)
+void* SoftnicPath::make_address_handle(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port,
+                                       const void*)
 {
     sockaddr_in to{};
     std::memcpy(&to, &peer, sizeof to);

@@ -12,6 +12,7 @@
 #include "../ia.hpp"
 #include "../srq.hpp"
 #include "device.hpp" // softnic
+#include "address_handles.hpp"
 #include "mlx5_reader.hpp"
 #include "queues.hpp" // fastpath
 
@@ -29,42 +30,6 @@ inline constexpr std::uint64_t kSoftnicCallerSendLimit = 64 * 1024;
 static_assert(kDatagramSendOpcode == softnic::kDatagramSendOpcode);
 static_assert(kMaxUdMessageSize <= softnic::kMaxDatagramPayload);
 
-// UD endpoints' address handles (DAT_IB_ADDR_HANDLE.ah): a peer's datagram
-// destination, in a table made at the first one. A post takes a handle
-// only if it points at an entry of this table that is live, so a stale or
-// forged one is refused, never read; freed entries are reused last.
-class SoftnicAddressHandles {
-public:
-    static constexpr std::uint32_t kCapacity = 1u << 14;
-    struct Entry {
-        std::atomic<std::uint64_t> destination{0}; // softnic::datagram_destination
-        std::atomic<bool> live{false};
-    };
-    // nullptr when every entry is live.
-    Entry* make(std::uint64_t destination);
-    bool free(const void* ah);
-    // The destination of live handle `ah`.
-    bool destination_of(const void* ah, std::uint64_t& out) const
-    {
-        const Entry* base = entries_.load(std::memory_order_acquire);
-        const auto p = reinterpret_cast<std::uintptr_t>(ah), b = reinterpret_cast<std::uintptr_t>(base);
-        if (!base || p < b || p >= b + sizeof(Entry) * kCapacity || (p - b) % sizeof(Entry))
-            return false;
-        const Entry& e = *static_cast<const Entry*>(ah);
-        if (!e.live.load(std::memory_order_acquire))
-            return false;
-        out = e.destination.load(std::memory_order_relaxed);
-        return true;
-    }
-    ~SoftnicAddressHandles() { delete[] entries_.load(); }
-
-private:
-    std::mutex mutex_;
-    std::atomic<Entry*> entries_{nullptr};
-    std::uint32_t never_used_ = 0;   // entries from here on were never handed out
-    std::deque<std::uint32_t> freed_; // oldest first
-};
-
 struct SoftnicEpQueues : EpQueues {
     softnic::Device* device = nullptr;
     softnic::Qp* qp = nullptr;
@@ -76,7 +41,7 @@ struct SoftnicEpQueues : EpQueues {
     // A UD endpoint: its datagram queue pair's UDP port (host order) and the
     // IA's address handles.
     std::uint16_t datagram_port = 0;
-    const SoftnicAddressHandles* address_handles = nullptr;
+    const AddressHandles* address_handles = nullptr;
 };
 
 struct SoftnicCompletions : EvdCompletions {
@@ -105,7 +70,8 @@ public:
     bool ib_extensions() const override { return true; }
     bool atomics() const override { return true; }
     bool ud_endpoints() const override { return true; }
-    void* make_address_handle(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port) override;
+    void* make_address_handle(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port,
+                              const void* route) override;
     bool free_address_handle(void* ah) override { return address_handles_.free(ah); }
     void expect_datagrams(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port,
                           bool expect) override;
@@ -142,7 +108,7 @@ private:
     // Completions name their queue pair: a table indexed by its number,
     // read without a lock on every completion.
     std::unique_ptr<std::atomic<Ep*>[]> eps_ { new std::atomic<Ep*>[ softnic::kMaxQps ]() };
-    SoftnicAddressHandles address_handles_;
+    AddressHandles address_handles_;
 };
 
 // --- data path ---------------------------------------------------------------------------

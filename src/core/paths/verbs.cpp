@@ -10,6 +10,7 @@
 #include "../lmr.hpp"
 #include "../rmr.hpp"
 #include "../pz.hpp"
+#include "rdma_cm.hpp" // kDatagramQkey
 
 #include <dat2/fastdapl.h>
 
@@ -122,8 +123,63 @@ DAT_DTO_COMPLETION_STATUS status_of_wc(ibv_wc_status s)
 // --- control plane ------------------------------------------------------------------------
 
 VerbsPath::VerbsPath(PathKind kind, std::unique_ptr<verbs::Device> device, std::string driver)
-    : DevicePath(kind), device_(std::move(device)), driver_(std::move(driver))
+    : DevicePath(kind), device_(std::move(device)), driver_(std::move(driver)),
+      ud_(kind == PathKind::verbs && device_->port_attr().link_layer == IBV_LINK_LAYER_ETHERNET)
 {
+}
+
+std::uint32_t VerbsPath::max_datagram_size() const
+{
+    // IBV_MTU_256 is 1, each next one doubles.
+    return std::min<std::uint32_t>(128u << device_->port_attr().active_mtu, kMaxUdMessageSize);
+}
+
+void* VerbsPath::make_address_handle(Ep& ep, const sockaddr_storage&, std::uint32_t, std::uint16_t, const void* route)
+{
+    if (!route)
+        return nullptr;
+    ibv_pd* pd = pd_of(ep.pz);
+    ibv_ah* ah = ibv_create_ah(pd, const_cast<ibv_ah_attr*>(static_cast<const ibv_ah_attr*>(route)));
+    if (!ah)
+        return nullptr;
+    std::lock_guard lock(address_handles_mutex_);
+    void* handle = address_handles_.make(reinterpret_cast<std::uintptr_t>(ah));
+    if (!handle) {
+        ibv_destroy_ah(ah);
+        return nullptr;
+    }
+    ah_pds_[handle] = pd;
+    return handle;
+}
+
+bool VerbsPath::free_address_handle(void* handle)
+{
+    std::uint64_t ah = 0;
+    std::lock_guard lock(address_handles_mutex_);
+    if (!address_handles_.free(handle, &ah))
+        return false;
+    ah_pds_.erase(handle);
+    ibv_destroy_ah(reinterpret_cast<ibv_ah*>(static_cast<std::uintptr_t>(ah)));
+    return true;
+}
+
+bool VerbsPath::ready_datagram_qp(ibv_qp* qp)
+{
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = device_->port();
+    a.qkey = cm::kDatagramQkey;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) != 0)
+        return false;
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE) != 0)
+        return false;
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 0;
+    return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0;
 }
 
 VerbsPath::~VerbsPath() = default;
@@ -173,6 +229,18 @@ DAT_RETURN VerbsPath::create_pd(Pz& pz)
 
 void VerbsPath::destroy_pd(Pz& pz)
 {
+    { // address handles made on it go first (verbs refuses to free a PD in use)
+        std::lock_guard lock(address_handles_mutex_);
+        for (auto it = ah_pds_.begin(); it != ah_pds_.end();) {
+            std::uint64_t ah = 0;
+            if (it->second == pd_of(&pz) && address_handles_.free(it->first, &ah)) {
+                ibv_destroy_ah(reinterpret_cast<ibv_ah*>(static_cast<std::uintptr_t>(ah)));
+                it = ah_pds_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
     ibv_dealloc_pd(pd_of(&pz));
 }
 
@@ -409,7 +477,7 @@ DAT_RETURN VerbsPath::create_queues(Ep& ep)
     init.send_cq = static_cast<VerbsCq*>(ep.request_evd->completions)->cq;
     init.recv_cq = static_cast<VerbsCq*>(ep.recv_evd->completions)->cq;
     init.srq = ep.srq ? static_cast<VerbsSrqBase*>(ep.srq->ring)->srq : nullptr;
-    init.qp_type = IBV_QPT_RC;
+    init.qp_type = ep.ud ? IBV_QPT_UD : IBV_QPT_RC;
     init.sq_sig_all = 0;
     const auto limit = [](DAT_COUNT want, int most) {
         return static_cast<std::uint32_t>(std::min<long>(std::max<DAT_COUNT>(want, 1), std::max(most, 1)));
@@ -423,6 +491,16 @@ DAT_RETURN VerbsPath::create_queues(Ep& ep)
     ibv_qp* qp = make_qp(ep, init);
     if (!qp)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    if (ep.ud) { // no connection moves it: ready at once
+        if (!ready_datagram_qp(qp) || !init_queues(ep, qp, init.cap)) {
+            ibv_destroy_qp(qp);
+            release_queues(ep);
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+        }
+        static_cast<VerbsEpQueues*>(ep.queues)->address_handles = &address_handles_;
+        eps_.insert(qp->qp_num, &ep);
+        return DAT_SUCCESS;
+    }
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -741,6 +819,28 @@ DAT_RETURN post_extended(Ep* ep, ibv_send_wr& wr, std::uint32_t operation, std::
 
 } // namespace
 
+DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total, std::uint64_t cookie,
+                         const void* ah, std::uint32_t qpn, DAT_COMPLETION_FLAGS flags)
+{
+    auto* q = static_cast<VerbsEpQueues*>(ep->queues);
+    std::uint64_t handle = 0;
+    if (!q->address_handles || !q->address_handles->destination_of(ah, handle))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4); // not a live handle of this IA: not read
+    ibv_sge sge[kMaxSge];
+    to_sges(iov, n, sge);
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    wr.send_flags = send_flags(flags);
+    if (total <= q->max_inline && n > 0)
+        wr.send_flags |= IBV_SEND_INLINE;
+    wr.wr.ud.ah = reinterpret_cast<ibv_ah*>(static_cast<std::uintptr_t>(handle));
+    wr.wr.ud.remote_qpn = qpn;
+    wr.wr.ud.remote_qkey = cm::kDatagramQkey;
+    return post_extended(ep, wr, DAT_IB_DTO_SEND_UD, total, cookie);
+}
+
 DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
                                 std::uint64_t cookie, const DAT_RMR_TRIPLET* remote, std::uint32_t imm,
                                 DAT_COMPLETION_FLAGS flags)
@@ -904,6 +1004,8 @@ bool take_completion(Evd* evd, DAT_EVENT& e)
             }
             d.operation = DAT_DTO_RECEIVE;
             d.transfered_length = d.status == DAT_DTO_SUCCESS ? wc.byte_len : 0;
+            if (ep->ud) [[unlikely]] // a UD endpoint's receive names its sender's queue pair
+                mark_datagram_receive(e, ep, wc.status == IBV_WC_SUCCESS ? wc.src_qp : 0, 0);
             // Immediate data (a write's or a send's): an extended event. A
             // completion in error has no valid flags.
             if (wc.status == IBV_WC_SUCCESS && (wc.wc_flags & IBV_WC_WITH_IMM)) [[unlikely]]

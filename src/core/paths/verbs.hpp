@@ -13,6 +13,7 @@
 #include "../extensions.hpp"
 #include "../ia.hpp"
 #include "../srq.hpp"
+#include "address_handles.hpp"
 #include "qpn_table.hpp"
 #include "verbs_device.hpp"
 
@@ -20,7 +21,9 @@
 #include <infiniband/verbs.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace fastdapl::core {
@@ -44,6 +47,7 @@ struct VerbsEpQueues : VerbsQp {
     std::uint32_t recv_posted = 0, recv_reaped = 0;
     std::vector<std::uint64_t> recv_cookies; // own receive queue: completes in order
     std::uint32_t max_inline = 0;
+    const AddressHandles* address_handles = nullptr; // a UD endpoint's: the IA's (ibv_ah* each)
 };
 
 // What every verbs kind's DTO EVD has: its CQ, with a completion channel of
@@ -94,6 +98,16 @@ public:
     // the device has them (atomic_cap: rxe and mlx5 have).
     bool ib_extensions() const override { return true; }
     bool atomics() const override;
+    // UD endpoints: a UD queue pair each; address handles are ibv_ahs
+    // behind the table's entries (a post takes only a live entry). On the
+    // generic path of an Ethernet (RoCE) port only: the passive side builds
+    // the route back from GIDs (rdma_cm.cpp), and the mlx5 direct path's CQ
+    // readers cannot take a verbs-path QP's completions.
+    bool ud_endpoints() const override { return ud_; }
+    std::uint32_t max_datagram_size() const override;
+    void* make_address_handle(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port,
+                              const void* route) override;
+    bool free_address_handle(void* ah) override;
     bool high_watermarks() const override { return false; } // a device does not show when a buffer is taken
     bool split_pz() const override { return false; }        // it checks SRQ buffers against the QP's PD
     DAT_RETURN create_pd(Pz& pz) override;
@@ -140,6 +154,12 @@ protected:
     QpnTable eps_; // endpoints by queue pair number (24 bits)
 
 private:
+    bool ud_ = false;
+    AddressHandles address_handles_;
+    std::mutex address_handles_mutex_;       // a free and the destroy of its ibv_ah are one step
+    std::map<const void*, ibv_pd*> ah_pds_;  // live handles' PDs: a PD's go before it (address_handles_mutex_)
+    // A UD endpoint's queue pair: from RESET to RTS with the fixed qkey.
+    bool ready_datagram_qp(ibv_qp* qp);
     void async_event(Ia& ia, const ibv_async_event& ev);
 };
 
@@ -203,6 +223,10 @@ DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
 DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& local, const DAT_RMR_TRIPLET& remote,
                        std::uint64_t swap_add, std::uint64_t compare, std::uint64_t cookie,
                        DAT_COMPLETION_FLAGS flags);
+// One datagram of a UD endpoint to address handle `ah` (an entry of the
+// IA's table, checked) and queue pair `qpn`.
+DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total, std::uint64_t cookie,
+                         const void* ah, std::uint32_t qpn, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie);
 DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie);
 bool take_completion(Evd* evd, DAT_EVENT& e);
