@@ -44,10 +44,42 @@ void move_to_error(ibv_qp* qp)
     ibv_modify_qp(qp, &attr, IBV_QP_STATE);
 }
 
-// The header a UD request's private data starts with: SIDR requests carry
-// no queue pair number, so ours travels here (big-endian after the magic).
+// The header a UD request's private data starts with: the magic, the
+// length of the consumer's private data after it (SIDR messages arrive
+// padded to their fixed size), and our queue pair's number (SIDR requests
+// carry none; 24 bits, big-endian).
 constexpr std::uint8_t kDatagramMagic[4] = {'f', 'd', 'U', 'D'};
 constexpr std::size_t kDatagramHeader = 8;
+
+// The header of a SIDR reply's private data (an accept or a consumer's
+// reject): the magic and the length of what follows.
+constexpr std::uint8_t kDatagramReplyMagic[3] = {'f', 'd', 'R'};
+constexpr std::size_t kDatagramReplyHeader = 4;
+
+std::vector<std::uint8_t> datagram_reply(const std::vector<std::uint8_t>& private_data)
+{
+    const std::size_t n = std::min<std::size_t>(private_data.size(), kRdmaCmMaxPrivateData);
+    std::vector<std::uint8_t> sent(std::begin(kDatagramReplyMagic), std::end(kDatagramReplyMagic));
+    sent.push_back(static_cast<std::uint8_t>(n));
+    sent.insert(sent.end(), private_data.begin(), private_data.begin() + static_cast<std::ptrdiff_t>(n));
+    return sent;
+}
+
+// A SIDR reply's private data as the peer's consumer sent it: false where
+// the header is missing or claims more than arrived (or than a consumer may
+// send).
+bool strip_datagram_reply(std::vector<std::uint8_t>& pdata)
+{
+    if (pdata.size() < kDatagramReplyHeader ||
+        std::memcmp(pdata.data(), kDatagramReplyMagic, sizeof kDatagramReplyMagic) != 0)
+        return false;
+    const std::size_t n = pdata[sizeof kDatagramReplyMagic];
+    if (n > kRdmaCmMaxPrivateData || n > pdata.size() - kDatagramReplyHeader)
+        return false;
+    pdata.erase(pdata.begin() + static_cast<std::ptrdiff_t>(kDatagramReplyHeader + n), pdata.end());
+    pdata.erase(pdata.begin(), pdata.begin() + static_cast<std::ptrdiff_t>(kDatagramReplyHeader));
+    return true;
+}
 
 // The GID RoCE gives an IP address: IPv4 mapped into IPv6, IPv6 as is.
 bool gid_of(const sockaddr* a, ibv_gid& gid)
@@ -253,10 +285,14 @@ std::uint64_t RdmaCm::connect_datagram(const sockaddr* local, const sockaddr* re
     rdma_cm_id* id = nullptr;
     if (rdma_create_id(channel_, &id, context_of(n), RDMA_PS_UDP) != 0)
         return 0;
+    if (private_data.size() > kRdmaCmMaxPrivateData || qpn == 0 || qpn > 0xffffff)
+        return 0;
     std::vector<std::uint8_t> sent(kDatagramHeader);
     std::memcpy(sent.data(), kDatagramMagic, sizeof kDatagramMagic);
-    const std::uint32_t be = htonl(qpn);
-    std::memcpy(sent.data() + sizeof kDatagramMagic, &be, sizeof be);
+    sent[4] = static_cast<std::uint8_t>(private_data.size());
+    sent[5] = static_cast<std::uint8_t>(qpn >> 16);
+    sent[6] = static_cast<std::uint8_t>(qpn >> 8);
+    sent[7] = static_cast<std::uint8_t>(qpn);
     sent.insert(sent.end(), private_data.begin(), private_data.end());
     std::lock_guard lock(mutex_);
     Conn& c = conns_[n];
@@ -284,9 +320,10 @@ bool RdmaCm::accept(std::uint64_t request_id, ibv_qp* qp, std::vector<std::uint8
         return false;
     Conn& c = it->second;
     if (c.datagram) { // a SIDR reply with our queue pair; the thread reports it done
+        const std::vector<std::uint8_t> sent = datagram_reply(private_data);
         rdma_conn_param param{};
-        param.private_data = private_data.empty() ? nullptr : private_data.data();
-        param.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(private_data.size(), 255));
+        param.private_data = sent.data();
+        param.private_data_len = static_cast<std::uint8_t>(sent.size());
         param.qp_num = qp->qp_num;
         if (rdma_accept(c.id, &param) != 0)
             return false;
@@ -321,6 +358,10 @@ bool RdmaCm::reject(std::uint64_t request_id, std::vector<std::uint8_t> private_
     auto it = conns_.find(request_id);
     if (it == conns_.end() || it->second.state != State::wait_consumer)
         return false;
+    // A consumer's answer to a UD request says how long it is (refuse's
+    // marker goes as it is).
+    if (it->second.datagram && !is_non_peer_reject(private_data))
+        private_data = datagram_reply(private_data);
     rdma_reject(it->second.id, private_data.empty() ? nullptr : private_data.data(),
                 static_cast<std::uint8_t>(std::min<std::size_t>(private_data.size(), 255)));
     destroy_locked(it->second);
@@ -388,16 +429,17 @@ bool RdmaCm::datagram_request(const EventCopy& e, Conn& c, Request& r)
     if (e.private_data.size() < kDatagramHeader ||
         std::memcmp(e.private_data.data(), kDatagramMagic, sizeof kDatagramMagic) != 0)
         return false;
-    std::uint32_t be;
-    std::memcpy(&be, e.private_data.data() + sizeof kDatagramMagic, sizeof be);
-    c.peer.qpn = ntohl(be);
-    if (c.peer.qpn == 0 || !route_to_requester(e.id, c.peer.ah_attr))
+    const std::size_t n = e.private_data[4];
+    const auto* q = e.private_data.data() + 5;
+    c.peer.qpn = static_cast<std::uint32_t>(q[0]) << 16 | static_cast<std::uint32_t>(q[1]) << 8 | q[2];
+    // A length beyond what arrived, or than a consumer may send, is refused.
+    if (n > kRdmaCmMaxPrivateData || n > e.private_data.size() - kDatagramHeader || c.peer.qpn == 0 ||
+        !route_to_requester(e.id, c.peer.ah_attr))
         return false;
     r.datagram = true;
     r.remote_qpn = c.peer.qpn;
-    // The rest, up to what a consumer's request may carry.
-    const std::size_t n = std::min<std::size_t>(e.private_data.size() - kDatagramHeader, kRdmaCmMaxPrivateData);
-    r.private_data.assign(e.private_data.begin() + kDatagramHeader, e.private_data.begin() + kDatagramHeader + n);
+    const auto first = e.private_data.begin() + static_cast<std::ptrdiff_t>(kDatagramHeader);
+    r.private_data.assign(first, first + static_cast<std::ptrdiff_t>(n));
     return true;
 }
 
@@ -479,7 +521,12 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
         // A SIDR reply that says no: its status is the SIDR status (2: the
         // peer's consumer rejected; others: nobody takes the service).
         if (c.datagram && e.status == kSidrReject && !is_non_peer_reject(m.private_data)) {
-            fail(e.context, c, Outcome::rejected, std::move(m), out);
+            // A consumer's reject says how long its private data is; one
+            // that does not is no answer we take.
+            if (strip_datagram_reply(m.private_data))
+                fail(e.context, c, Outcome::rejected, std::move(m), out);
+            else
+                fail(e.context, c, Outcome::failed, {}, out);
             break;
         }
         if (c.datagram && e.status > 0) {
@@ -502,6 +549,10 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
         break;
     case RDMA_CM_EVENT_ESTABLISHED:
         if (c.datagram) { // the SIDR reply: the route to the peer's queue pair; the id is done
+            if (!strip_datagram_reply(m.private_data)) { // not our reply's header, or lying about its length
+                fail(e.context, c, Outcome::failed, {}, out);
+                break;
+            }
             DatagramPeer peer;
             peer.ah_attr = e.ah_attr;
             peer.qpn = e.qp_num;

@@ -48,6 +48,14 @@ DAT_RETURN err(DAT_RETURN type, DAT_RETURN_SUBTYPE subtype)
 }
 constexpr auto kIbDtoEvent = static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT);
 
+// Whether `ia` should have UD endpoints: softnic IAs, and verbs IAs' generic
+// path on an Ethernet (RoCE) port; not the mlx5 direct path, not InfiniBand.
+bool ud_expected(DAT_IA_HANDLE ia)
+{
+    return !ia_is_verbs(ia) ||
+           (!ia_is_mlx5_direct(ia) && provider_specific(ia, "FASTDAPL_LINK_LAYER").value_or("") == "Ethernet");
+}
+
 const DAT_IB_EXTENSION_EVENT_DATA& ext_of(const DAT_EVENT& e)
 {
     return *reinterpret_cast<const DAT_IB_EXTENSION_EVENT_DATA*>(e.event_extension_data);
@@ -154,8 +162,8 @@ TEST_F(IbExtensions, AttributesNameTheExtension)
     const std::string cas = provider_specific(ia, DAT_IB_ATTR_CMP_AND_SWAP).value_or("");
     EXPECT_TRUE(cas == "TRUE" || cas == "FALSE") << cas;
     EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_FETCH_AND_ADD).value_or(""), cas);
-    // UD endpoints on softnic IAs only (verbs IAs: not built yet).
-    EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_UD).value_or(""), ia_is_verbs(ia) ? "FALSE" : "TRUE");
+    // UD endpoints on softnic IAs and verbs IAs' generic path over RoCE.
+    EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_UD).value_or(""), ud_expected(ia) ? "TRUE" : "FALSE");
     if (!atomics()) { // a device without atomics (the fake mlx5 device's FAKE_MLX5_NO_ATOMICS)
         DAT_EP_HANDLE a, b;
         connect_pair(a, dto_a, b);
@@ -436,7 +444,7 @@ TEST_F(IbExtensions, CountersOfEachKind)
     EXPECT_EQ(v, 0u);
 }
 
-TEST_F(IbExtensions, UnreliableDatagramsOnlyOnSoftnicAndCollectivesNowhere)
+TEST_F(IbExtensions, UnreliableDatagramsWhereSupportedAndCollectivesNowhere)
 {
     DAT_EP_ATTR ud{};
     ud.service_type = static_cast<DAT_SERVICE_TYPE>(DAT_IB_SERVICE_TYPE_UD);
@@ -447,7 +455,7 @@ TEST_F(IbExtensions, UnreliableDatagramsOnlyOnSoftnicAndCollectivesNowhere)
     DAT_EP_HANDLE rc_ep = make_ep(dto_a, conn_a);
     DAT_LMR_TRIPLET l = local(0, 8);
     DAT_IB_ADDR_HANDLE ah{};
-    if (ia_is_verbs(ia)) {
+    if (!ud_expected(ia)) { // mlx5 direct, InfiniBand ports
         EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &ud, &ep)), t(DAT_MODEL_NOT_SUPPORTED));
         EXPECT_EQ(type_of(dat_ib_post_send_ud(rc_ep, 1, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG)),
                   t(DAT_MODEL_NOT_SUPPORTED));
