@@ -756,15 +756,22 @@ TEST_F(Provider, UdEndpointsOnlyWhereTheDeviceKindHasThem)
     attr.service_type = static_cast<DAT_SERVICE_TYPE>(1); // UD (the IB extensions' DAT_IB_SERVICE_TYPE_UD)
     DAT_EP_HANDLE ep;
     const DAT_RETURN rc = dat_ep_create(ia, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, &attr, &ep);
-    if (ia_is_verbs(ia)) { // not built for verbs IAs yet (docs/ud-endpoints.md)
+    // The IA says whether it has them (DAT_IB_UD): softnic IAs and verbs IAs'
+    // generic path on RoCE ports; not the mlx5 direct path nor InfiniBand
+    // ports (docs/ud-endpoints.md).
+    if (provider_specific(ia, "DAT_IB_UD").value_or("") != "TRUE") {
+        ASSERT_TRUE(ia_is_verbs(ia));
         EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_MODEL_NOT_SUPPORTED));
         EXPECT_NE(rc & DAT_CLASS_ERROR, 0u);
         return;
     }
-    ASSERT_EQ(rc, kOk); // softnic IAs: unconfigured until its PZ and EVDs are given
+    ASSERT_EQ(rc, kOk); // unconfigured until its PZ and EVDs are given
     DAT_EP_PARAM p{};
     ASSERT_EQ(dat_ep_query(ep, DAT_EP_FIELD_ALL, &p), kOk);
-    EXPECT_EQ(p.ep_attr.max_message_size, 4096u); // zero reads as the largest datagram
+    // Zero reads as the largest datagram: 4096 on the softnic, the port's
+    // active MTU on a verbs IA.
+    const DAT_VLEN largest = ia_is_verbs(ia) ? std::stoul(provider_specific(ia, "DAT_IB_TRANSPORT_MTU").value_or("0")) : 4096u;
+    EXPECT_EQ(p.ep_attr.max_message_size, largest);
     EXPECT_EQ(p.ep_state, DAT_EP_STATE_UNCONFIGURED_UNCONNECTED);
     EXPECT_EQ(dat_ep_free(ep), kOk);
 }
