@@ -281,11 +281,11 @@ std::uint64_t RdmaCm::connect_datagram(const sockaddr* local, const sockaddr* re
 {
     if (!channel_)
         return 0;
+    if (private_data.size() > kRdmaCmMaxPrivateData || qpn == 0 || qpn > 0xffffff)
+        return 0;
     const std::uint64_t n = next_id_++;
     rdma_cm_id* id = nullptr;
     if (rdma_create_id(channel_, &id, context_of(n), RDMA_PS_UDP) != 0)
-        return 0;
-    if (private_data.size() > kRdmaCmMaxPrivateData || qpn == 0 || qpn > 0xffffff)
         return 0;
     std::vector<std::uint8_t> sent(kDatagramHeader);
     std::memcpy(sent.data(), kDatagramMagic, sizeof kDatagramMagic);
