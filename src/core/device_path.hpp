@@ -103,7 +103,8 @@ public:
     // then answer DAT_MODEL_NOT_SUPPORTED). bind_window binds rmr's window
     // over `range` of `lmr` (length 0: unbinds) for `ep` (rmr.scope EP:
     // usable only over its connection) and sets rmr.context to the new
-    // context. A kind whose device binds through a posted request posts it
+    // context; rmr.va_type DAT_VA_TYPE_ZB: the peer addresses the window
+    // from 0 (DAT_MODEL_NOT_SUPPORTED where the kind cannot bind that). A kind whose device binds through a posted request posts it
     // on `ep`, signalled, and sets `posted`; otherwise the caller posts a NOP
     // request whose completion reports the bind in order with the EP's
     // other requests. bind_failed: that completion came back in error (the

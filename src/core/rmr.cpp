@@ -75,6 +75,7 @@ void release_binding(Rmr* rmr)
     rmr->bound_on = nullptr;
     rmr->triplet = {};
     rmr->privileges = DAT_MEM_PRIV_NONE_FLAG;
+    rmr->va_type = DAT_VA_TYPE_VA;
 }
 
 } // namespace
@@ -128,11 +129,10 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG9);
     if (privileges & ~kRemoteRights)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-    // A zero-based window (the peer addressing it from 0) is not offered;
-    // one bound over a zero-based LMR is addressed by process addresses.
-    if (va_type == DAT_VA_TYPE_ZB)
-        return error(DAT_MODEL_NOT_SUPPORTED);
-    if (va_type != DAT_VA_TYPE_VA)
+    // Zero-based (DAT_VA_TYPE_ZB): the peer addresses the window from 0,
+    // whatever the LMR's type; where the device kind cannot bind such a
+    // window, bind_window answers DAT_MODEL_NOT_SUPPORTED.
+    if (va_type != DAT_VA_TYPE_VA && va_type != DAT_VA_TYPE_ZB)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
     constexpr DAT_COMPLETION_FLAGS kBindFlags =
         static_cast<DAT_COMPLETION_FLAGS>(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
@@ -148,7 +148,8 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
             return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
         // Within the LMR: addr >= start and addr + length <= end, overflow-safe.
         const std::uint64_t addr = triplet->virtual_address, length = triplet->segment_length;
-        // In the LMR's local addresses (a zero-based one's too: lmr.hpp).
+        // In the LMR's local addresses (a zero-based one's too: lmr.hpp),
+        // whatever addresses the peer uses.
         if (addr < lmr->address || length > lmr->length || addr - lmr->address > lmr->length - length)
             return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
         // The EP, the LMR and the RMR share one PZ.
@@ -318,11 +319,14 @@ DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE handle, const DAT_RMR_TRIPLET*
             return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
         if (!(rmr->privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG))
             return error(DAT_PRIVILEGES_VIOLATION, DAT_NO_SUBTYPE);
-        const std::uint64_t start = rmr->triplet.virtual_address, size = rmr->triplet.segment_length;
+        // The triplet is in the RMR's addresses: offsets if zero-based.
+        const bool zero_based = rmr->va_type == DAT_VA_TYPE_ZB;
+        const std::uint64_t start = zero_based ? 0 : rmr->triplet.virtual_address;
+        const std::uint64_t size = rmr->triplet.segment_length;
         const std::uint64_t addr = local->virtual_address, length = local->segment_length;
         if (addr < start || length > size || addr - start > size - length)
             return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
-        target = {addr, local->segment_length, rmr->lmr->lmr_context};
+        target = {rmr->triplet.virtual_address + (addr - start), local->segment_length, rmr->lmr->lmr_context};
     }
     return ep_post_rdma_read(handle, 1, &target, cookie, remote, flags);
 }

@@ -75,7 +75,8 @@ std::uint32_t MemoryTable::add_window(std::uint32_t pd)
 }
 
 std::uint32_t MemoryTable::bind_window(std::uint32_t key, std::uint32_t region_key, std::uint64_t addr,
-                                       std::uint64_t length, std::uint32_t access, std::uint32_t qpn)
+                                       std::uint64_t length, std::uint32_t access, std::uint32_t qpn,
+                                       bool zero_based)
 {
     std::unique_lock lock(mutex_);
     const Region* w = find(key);
@@ -92,7 +93,8 @@ std::uint32_t MemoryTable::bind_window(std::uint32_t key, std::uint32_t region_k
     slot.generation = static_cast<std::uint8_t>(slot.generation + 1);
     if (slot.generation == 0)
         slot.generation = 1;
-    slot.addr = addr;
+    slot.addr = length && !zero_based ? addr : 0;
+    slot.at = length ? addr : 0;
     slot.length = length;
     slot.access = length ? access & (kRemoteRead | kRemoteWrite) : 0;
     slot.parent = length ? region_key : 0;
@@ -148,8 +150,10 @@ bool MemoryTable::check(std::uint32_t key, std::uint64_t addr, std::uint64_t len
     // Overflow-safe containment: addr >= start and addr + length <= end.
     if (addr < r.addr || length > r.length || addr - r.addr > r.length - length)
         return false;
-    if (host) // a window lies inside its region (bind_window checked it)
-        *host = region->host + (addr - region->addr);
+    if (host) { // a window lies inside its region (bind_window checked it)
+        const std::uint64_t in_region = r.window ? r.at + (addr - r.addr) : addr;
+        *host = region->host + (in_region - region->addr);
+    }
     return true;
 }
 

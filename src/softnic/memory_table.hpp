@@ -56,11 +56,13 @@ public:
     std::uint32_t add_window(std::uint32_t pd);
     // Binds window `key` to [addr, addr+length) of region `region_key` with
     // `access` (remote rights), for queue pair `qpn` only if not 0; length
-    // 0 unbinds. Returns the window's new key (the old one stops working),
-    // or 0 when `key` is not a live window, or the region is not a live
-    // region of the window's PD covering the range.
+    // 0 unbinds. `zero_based`: the window is addressed from 0 (its keys'
+    // addresses are offsets into it), else as its region is. Returns the
+    // window's new key (the old one stops working), or 0 when `key` is not
+    // a live window, or the region is not a live region of the window's PD
+    // covering the range.
     std::uint32_t bind_window(std::uint32_t key, std::uint32_t region_key, std::uint64_t addr, std::uint64_t length,
-                              std::uint32_t access, std::uint32_t qpn);
+                              std::uint32_t access, std::uint32_t qpn, bool zero_based = false);
     // A peer's send with invalidate, arriving on queue pair `qpn`: window
     // `key` of `pd` becomes unbound, or region `key` loses its remote rights
     // (its local use stays). False when `key` names neither in `pd`, or a
@@ -69,7 +71,8 @@ public:
 
 private:
     struct Region {
-        std::uint64_t addr = 0; // where keys address it: iova for a region, in its region's space for a window
+        std::uint64_t addr = 0; // where keys address it: iova for a region; a window's: 0 if zero-based, else `at`
+        std::uint64_t at = 0;   // a bound window: where its first byte is in its region's space
         std::uint64_t host = 0; // a region's first byte in this process
         std::uint64_t length = 0;
         std::uint32_t access = 0;

@@ -104,6 +104,29 @@ protected:
                   kOk);
         return next(dto_a).event_data.dto_completion_event_data.status;
     }
+    // Binds `rmr` zero-based on `ep` over `range`; takes the completion.
+    DAT_RMR_CONTEXT bind_zero_based(DAT_RMR_HANDLE rmr, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET range,
+                                    DAT_MEM_PRIV_FLAGS rights, std::uint64_t cookie)
+    {
+        DAT_RMR_CONTEXT context = 0;
+        EXPECT_EQ(dat_rmr_bind(rmr, lmr, &range, rights, DAT_VA_TYPE_ZB, ep, DAT_RMR_COOKIE{.as_64 = cookie},
+                               DAT_COMPLETION_DEFAULT_FLAG, &context),
+                  kOk);
+        DAT_EVENT e = next(evd);
+        EXPECT_EQ(e.event_number, DAT_RMR_BIND_COMPLETION_EVENT);
+        EXPECT_EQ(e.event_data.rmr_completion_event_data.user_cookie.as_64, cookie);
+        EXPECT_EQ(e.event_data.rmr_completion_event_data.status, DAT_RMR_BIND_SUCCESS);
+        return context;
+    }
+    // An RDMA read from `remote` to offset `into`; its status.
+    DAT_DTO_COMPLETION_STATUS read(DAT_EP_HANDLE from, std::size_t into, DAT_RMR_TRIPLET remote)
+    {
+        DAT_LMR_TRIPLET local = piece(into, remote.segment_length);
+        EXPECT_EQ(dat_ep_post_rdma_read(from, 1, &local, DAT_DTO_COOKIE{.as_64 = 5}, &remote,
+                                        DAT_COMPLETION_DEFAULT_FLAG),
+                  kOk);
+        return next(dto_a).event_data.dto_completion_event_data.status;
+    }
     bool supported() const { return max_rmrs > 0; }
 
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
@@ -280,7 +303,7 @@ TEST_F(Rmrs, BindErrorsLeaveEverythingAsItWas)
     EXPECT_EQ(try_bind(rmr, pz, &range, kRemoteRW, DAT_VA_TYPE_VA, b), t(DAT_INVALID_HANDLE));
     EXPECT_EQ(try_bind(rmr, lmr, nullptr, kRemoteRW, DAT_VA_TYPE_VA, b), t(DAT_INVALID_PARAMETER));
     EXPECT_EQ(try_bind(rmr, lmr, &range, DAT_MEM_PRIV_LOCAL_WRITE_FLAG, DAT_VA_TYPE_VA, b), t(DAT_INVALID_PARAMETER));
-    EXPECT_EQ(try_bind(rmr, lmr, &range, kRemoteRW, DAT_VA_TYPE_ZB, b), t(DAT_MODEL_NOT_SUPPORTED));
+    EXPECT_EQ(try_bind(rmr, lmr, &range, kRemoteRW, static_cast<DAT_VA_TYPE>(7), b), t(DAT_INVALID_PARAMETER));
     EXPECT_EQ(try_bind(rmr, lmr, &range, kRemoteRW, DAT_VA_TYPE_VA, b, static_cast<DAT_COMPLETION_FLAGS>(0x100)),
               t(DAT_INVALID_PARAMETER));
     DAT_LMR_TRIPLET wrong_key = range;
@@ -339,6 +362,109 @@ TEST_F(Rmrs, BindOnADisconnectedEndpointIsFlushed)
     ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
     EXPECT_EQ(q.rmr_context, 0u); // the bind did not take
     EXPECT_EQ(dat_lmr_free(lmr), kOk);
+}
+
+// A zero-based window: the peer addresses it from 0 (offsets into it),
+// through its context only, with the rights it was given; the query says
+// so. Verbs devices bind zero-based windows of EP scope only (type 2: the
+// IB spec forbids zero-based type 1 windows), so a PZ-scoped one is refused
+// there, left unbound.
+TEST_F(Rmrs, ZeroBasedWindowIsAddressedFromZero)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create_for_ep(pz, &rmr), kOk);
+    const DAT_LMR_TRIPLET window = piece(8192, 1024);
+    const DAT_RMR_CONTEXT ctx = bind_zero_based(rmr, b, dto_b, window, kRemoteRW, 21);
+    ASSERT_NE(ctx, 0u);
+    DAT_RMR_PARAM q{};
+    ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.va_type, DAT_VA_TYPE_ZB);
+    EXPECT_EQ(q.rmr_context, ctx);
+    EXPECT_EQ(q.lmr_triplet.virtual_address, window.virtual_address); // where it lies here
+    EXPECT_EQ(q.lmr_triplet.segment_length, 1024u);
+    EXPECT_EQ(q.mem_priv, kRemoteRW);
+
+    // Writes at its first and last bytes, reads back from both ends.
+    std::memcpy(buffer.data(), "zero-based window", 17);
+    EXPECT_EQ(write(a, {0, 17, ctx}, 17), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 8192, 17), "zero-based window");
+    EXPECT_EQ(write(a, {1024 - 17, 17, ctx}, 17), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 8192 + 1024 - 17, 17), "zero-based window");
+    EXPECT_EQ(read(a, 4096, {5, 12, ctx}), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 4096, 12), "based window");
+    EXPECT_EQ(read(a, 4200, {1024 - 17, 17, ctx}), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 4200, 17), "zero-based window");
+
+    // An RDMA read into a zero-based RMR of ours names its offsets too.
+    DAT_RMR_HANDLE landing;
+    ASSERT_EQ(dat_rmr_create_for_ep(pz, &landing), kOk);
+    const DAT_RMR_CONTEXT into =
+        bind_zero_based(landing, a, dto_a, piece(24000, 64), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 22);
+    const DAT_RMR_TRIPLET landing_at{10, 17, into}, source{0, 17, ctx};
+    ASSERT_EQ(dat_ep_post_rdma_read_to_rmr(a, &landing_at, DAT_DTO_COOKIE{.as_64 = 23}, &source,
+                                           DAT_COMPLETION_DEFAULT_FLAG),
+              kOk);
+    EXPECT_EQ(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 24010, 17), "zero-based window");
+    const DAT_RMR_TRIPLET past_landing{60, 17, into};
+    EXPECT_EQ(type_of(dat_ep_post_rdma_read_to_rmr(a, &past_landing, DAT_DTO_COOKIE{}, &source,
+                                                   DAT_COMPLETION_DEFAULT_FLAG)),
+              t(DAT_PROTECTION_VIOLATION));
+
+    // PZ scope: a zero-based window where the device binds one.
+    DAT_RMR_HANDLE pz_scoped;
+    ASSERT_EQ(dat_rmr_create(pz, &pz_scoped), kOk);
+    if (ia_is_verbs(ia)) {
+        DAT_LMR_TRIPLET range = piece(20000, 256);
+        DAT_RMR_CONTEXT refused = 0;
+        EXPECT_EQ(type_of(dat_rmr_bind(pz_scoped, lmr, &range, kRemoteRW, DAT_VA_TYPE_ZB, b, DAT_RMR_COOKIE{},
+                                       DAT_COMPLETION_DEFAULT_FLAG, &refused)),
+                  t(DAT_MODEL_NOT_SUPPORTED));
+        ASSERT_EQ(dat_rmr_query(pz_scoped, DAT_RMR_FIELD_ALL, &q), kOk);
+        EXPECT_EQ(q.rmr_context, 0u);
+        EXPECT_EQ(q.lmr_triplet.segment_length, 0u);
+    } else {
+        const DAT_RMR_CONTEXT any =
+            bind_zero_based(pz_scoped, b, dto_b, piece(20000, 256), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 24);
+        EXPECT_EQ(write(a, {0, 7, any}, 7), DAT_DTO_SUCCESS);
+        EXPECT_EQ(std::string(buffer.data() + 20000, 7), "zero-ba");
+    }
+
+    // A right it was not given: refused, the target untouched.
+    DAT_RMR_HANDLE read_only;
+    ASSERT_EQ(dat_rmr_create_for_ep(pz, &read_only), kOk);
+    const DAT_RMR_CONTEXT ro =
+        bind_zero_based(read_only, b, dto_b, piece(16384, 512), DAT_MEM_PRIV_REMOTE_READ_FLAG, 25);
+    std::memcpy(buffer.data() + 16384, "read only", 9);
+    EXPECT_EQ(read(a, 4400, {0, 9, ro}), DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::string(buffer.data() + 4400, 9), "read only");
+    EXPECT_NE(write(a, {0, 9, ro}, 9), DAT_DTO_SUCCESS);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(std::string(buffer.data() + 16384, 9), "read only");
+}
+
+// A zero-based window ends where it ends: past its last byte (still inside
+// the LMR) a remote access error, the window's last bytes and the memory
+// after it untouched. (Soft-RoCE checks only the region: README.)
+TEST_F(Rmrs, ZeroBasedWindowEndsWhereItEnds)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create_for_ep(pz, &rmr), kOk);
+    const DAT_RMR_CONTEXT ctx = bind_zero_based(rmr, b, dto_b, piece(8192, 1024), kRemoteRW, 31);
+    std::memset(buffer.data(), 0x11, 64);
+    std::memset(buffer.data() + 8192 + 1000, 0x5a, 24 + 64);
+    EXPECT_NE(write(a, {1000, 64, ctx}, 64), DAT_DTO_SUCCESS);
+    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(buffer[8192 + 1000], 0x5a);
+    EXPECT_EQ(buffer[8192 + 1024], 0x5a);
 }
 
 // An RDMA read into a local RMR: the bytes land through the region the RMR

@@ -187,6 +187,18 @@ TEST(MemoryTable, ZeroBasedRegionTranslatesOffsets)
     EXPECT_EQ(host, b + 0x40 + 0x90);
     EXPECT_FALSE(t.check(wk, 0x70, 8, softnic::kRemoteRead, 3));
     EXPECT_EQ(t.bind_window(w, k, 0xf0, 0x20, softnic::kRemoteRead, 0), 0u); // runs past the region
+    // A zero-based window over the same bytes: addressed from 0, checked
+    // against its own length, landing where its range starts.
+    const std::uint32_t zk = t.bind_window(wk, k, 0x80, 0x20, softnic::kRemoteWrite, 0, true);
+    ASSERT_NE(zk, 0u);
+    EXPECT_TRUE(t.check(zk, 0, 0x20, softnic::kRemoteWrite, 3, 0, &host));
+    EXPECT_EQ(host, b + 0x40 + 0x80);
+    EXPECT_TRUE(t.check(zk, 0x18, 8, softnic::kRemoteWrite, 3, 0, &host));
+    EXPECT_EQ(host, b + 0x40 + 0x98);
+    EXPECT_FALSE(t.check(zk, 0x19, 8, softnic::kRemoteWrite, 3));   // past its end
+    EXPECT_FALSE(t.check(zk, 0x80, 8, softnic::kRemoteWrite, 3));   // the region's address is not its address
+    EXPECT_FALSE(t.check(zk, 0, 8, softnic::kRemoteRead, 3));       // a right it was not given
+    EXPECT_FALSE(t.check(wk, 0x90, 8, softnic::kRemoteRead, 3));    // the previous binding's key is gone
 }
 
 TEST(MappedRange, RefusesWhatIsNotMappedWithTheAccessAskedFor)

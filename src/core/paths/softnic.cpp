@@ -168,7 +168,8 @@ DAT_RETURN SoftnicPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIP
         rmr.scope == DAT_RMR_SCOPE_EP && ep.queues ? static_cast<SoftnicEpQueues*>(ep.queues)->qp->qpn() : 0;
     const std::uint32_t key =
         device_->memory().bind_window(rmr.window, lmr ? lmr->lmr_context : 0, range.virtual_address,
-                                      range.segment_length, softnic_access(privileges), qpn);
+                                      range.segment_length, softnic_access(privileges), qpn,
+                                      rmr.va_type == DAT_VA_TYPE_ZB);
     if (key == 0)
         return error(DAT_PROTECTION_VIOLATION, DAT_NO_SUBTYPE);
     rmr.window = key;

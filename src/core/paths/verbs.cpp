@@ -339,6 +339,14 @@ DAT_RETURN VerbsPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLE
         info.length = range.segment_length;
         info.mw_access_flags =
             verbs::access_flags(static_cast<std::uint32_t>(privileges), atomics()) & ~IBV_ACCESS_LOCAL_WRITE;
+        // Zero-based: only a type 2 window (EP scope) may be; the IB spec
+        // forbids a zero-based type 1 window (o10-36.2.2) and rdma-core's
+        // providers refuse one in ibv_bind_mw.
+        if (rmr.va_type == DAT_VA_TYPE_ZB) {
+            if (mw->type != IBV_MW_TYPE_2)
+                return error(DAT_MODEL_NOT_SUPPORTED);
+            info.mw_access_flags |= IBV_ACCESS_ZERO_BASED;
+        }
     }
     // Each request takes a slot; the last (signalled) one is the bind's.
     const auto take_slot = [&](std::uint32_t operation) {
