@@ -70,14 +70,21 @@ inline DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLE
 }
 
 // A send that invalidates the peer's remote key `rkey` (an RMR's context
-// unbinds it; an LMR's loses its remote rights).
+// unbinds it; on the softnic an LMR's loses its remote rights). The mlx5
+// direct path has no windows (max_rmrs 0), so nothing to invalidate.
 inline DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
                                        DAT_DTO_COOKIE cookie, std::uint32_t rkey, DAT_COMPLETION_FLAGS flags)
 {
-    if (ep->path != PathKind::softnic)
+    switch (ep->path) {
+    case PathKind::softnic:
+        return softnic_path::post_with_immediate(ep, MLX5_OPCODE_SEND_INVAL, n, iov, total, cookie.as_64, nullptr,
+                                                 htobe32(rkey), fastpath::control_flags(flags));
+    case PathKind::mlx5:
         return error(DAT_MODEL_NOT_SUPPORTED);
-    return softnic_path::post_with_immediate(ep, MLX5_OPCODE_SEND_INVAL, n, iov, total, cookie.as_64, nullptr,
-                                             htobe32(rkey), fastpath::control_flags(flags));
+    case PathKind::verbs:
+        break;
+    }
+    return verbs_path::post_send_invalidate(ep, n, iov, total, cookie.as_64, rkey, flags);
 }
 
 // An 8-byte compare and swap (`compare_swap`) or fetch and add.

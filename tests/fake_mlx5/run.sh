@@ -51,7 +51,7 @@ case "$path" in "mlx5 direct"*) ;; *) echo "FAIL: FASTDAPL_MLX5_DIRECT=1 should 
 
 status=0
 export FASTDAPL_PLACEMENT_REPS=20 # test_placement: the softnic runs its 100 in provider-placement
-for t in test_provider_api test_notification test_connection_models test_srq test_ib_extensions test_placement; do
+for t in test_provider_api test_notification test_connection_models test_srq test_ib_extensions test_placement test_rmr; do
     echo "== $t"
     LD_PRELOAD="$shim" "$tests/$t" || { echo "FAIL: $t"; status=1; }
 done

@@ -513,16 +513,20 @@ TEST_F(Rmrs, RdmaReadIntoAnRmr)
 
 // A send that invalidates the receiver's RMR context: the receive says
 // so, the RMR is unbound, the context stops working; invalidate FALSE is a
-// plain send; a key the receiver does not have breaks the connection.
+// plain send. On verbs IAs only an EP-scoped RMR (a type 2 window) can be
+// invalidated by a peer: IB forbids it for a type 1 window (PZ scope).
 TEST_F(Rmrs, SendWithInvalidateUnbindsTheReceiversRmr)
 {
     if (!supported())
         GTEST_SKIP() << "no memory windows on this IA";
     DAT_EP_HANDLE a, b;
     connect_pair(a, b);
-    DAT_RMR_HANDLE rmr;
-    ASSERT_EQ(dat_rmr_create(pz, &rmr), kOk);
-    const DAT_RMR_CONTEXT ctx = bind(rmr, b, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 1);
+    std::vector<DAT_RMR_HANDLE> rmrs(1);
+    ASSERT_EQ(dat_rmr_create_for_ep(pz, &rmrs[0]), kOk);
+    if (!ia_is_verbs(ia)) {
+        rmrs.emplace_back();
+        ASSERT_EQ(dat_rmr_create(pz, &rmrs[1]), kOk);
+    }
     const auto receive = [&](std::uint64_t cookie) {
         DAT_LMR_TRIPLET r = piece(32768, 64);
         EXPECT_EQ(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{.as_64 = cookie}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
@@ -536,27 +540,70 @@ TEST_F(Rmrs, SendWithInvalidateUnbindsTheReceiversRmr)
     DAT_EVENT e = next(dto_b);
     EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE);
 
-    receive(12);
-    ASSERT_EQ(dat_ep_post_send_with_invalidate(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 13}, DAT_COMPLETION_DEFAULT_FLAG,
-                                               DAT_TRUE, ctx),
-              kOk);
-    EXPECT_EQ(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
-    e = next(dto_b);
-    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
-    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 12u);
-    EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE_WITH_INVALIDATE);
-    EXPECT_EQ(e.event_data.dto_completion_event_data.rmr_context, ctx);
-    DAT_RMR_PARAM q{};
-    ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
-    EXPECT_EQ(q.rmr_context, 0u); // unbound, as a bind of length 0 leaves it
+    std::vector<DAT_RMR_CONTEXT> contexts;
+    for (DAT_RMR_HANDLE rmr : rmrs) {
+        const std::uint64_t n = contexts.size();
+        const DAT_RMR_CONTEXT ctx = bind(rmr, b, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 1 + n);
+        contexts.push_back(ctx);
+        receive(12 + n);
+        ASSERT_EQ(dat_ep_post_send_with_invalidate(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 13}, DAT_COMPLETION_DEFAULT_FLAG,
+                                                   DAT_TRUE, ctx),
+                  kOk);
+        e = next(dto_a);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_SEND);
+        e = next(dto_b);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 12 + n);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE_WITH_INVALIDATE);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.rmr_context, ctx);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 16u);
+        DAT_RMR_PARAM q{};
+        ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
+        EXPECT_EQ(q.rmr_context, 0u); // unbound, as a bind of length 0 leaves it
+        EXPECT_EQ(q.lmr_triplet.segment_length, 0u);
+    }
+    // An invalidated context no longer works.
     std::memset(buffer.data() + 8192, 0, 16);
-    EXPECT_NE(write(a, {reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 16, ctx}, 16), DAT_DTO_SUCCESS);
+    EXPECT_NE(write(a, {reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 16, contexts[0]}, 16), DAT_DTO_SUCCESS);
     EXPECT_EQ(buffer[8192], 0);
     EXPECT_EQ(dat_lmr_free(lmr), kOk); // no window holds it now
 }
 
+// Where an IA offers no windows (max_rmrs 0: the mlx5 direct path, Soft-RoCE
+// by default) a peer holds no key of it that a send could invalidate (an
+// LMR's rmr_context on verbs is a plain MR's, which devices refuse to
+// invalidate): such a send is refused at once, nothing posted; the plain
+// send (invalidate FALSE) still goes.
+TEST_F(Rmrs, SendWithInvalidateWithoutWindowsIsNotOffered)
+{
+    if (supported())
+        GTEST_SKIP() << "this IA binds windows: sends invalidate them (the tests above)";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_LMR_TRIPLET r = piece(32768, 64), s = piece(0, 16);
+    std::memcpy(buffer.data(), "plain send", 10);
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &r, DAT_DTO_COOKIE{.as_64 = 1}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    EXPECT_EQ(type_of(dat_ep_post_send_with_invalidate(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 2},
+                                                       DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, 0x1234)),
+              t(DAT_MODEL_NOT_SUPPORTED));
+    ASSERT_EQ(dat_ep_post_send_with_invalidate(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 3}, DAT_COMPLETION_DEFAULT_FLAG,
+                                               DAT_FALSE, 0x1234),
+              kOk);
+    DAT_EVENT e = next(dto_a);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 3u); // the refused one left nothing
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    e = next(dto_b);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, 16u);
+    EXPECT_EQ(std::string(buffer.data() + 32768, 10), "plain send");
+}
+
 // Invalidating a key the receiver does not have: an invalid request that
-// breaks the connection, the receive buffer untouched.
+// fails the receive and breaks the connection. Where the receiver's device
+// places data first (Soft-RoCE, measured: the bytes land, the sender's
+// send succeeds, its side sees a disconnect) only the receiver's side is
+// checked on verbs IAs; the softnic refuses before placing anything.
 TEST_F(Rmrs, SendInvalidatingAnUnknownKeyBreaksTheConnection)
 {
     if (!supported())
@@ -569,11 +616,14 @@ TEST_F(Rmrs, SendInvalidatingAnUnknownKeyBreaksTheConnection)
     ASSERT_EQ(dat_ep_post_send_with_invalidate(a, 1, &s, DAT_DTO_COOKIE{.as_64 = 2}, DAT_COMPLETION_DEFAULT_FLAG,
                                                DAT_TRUE, 0x00abcd01),
               kOk);
-    EXPECT_NE(next(dto_a).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    const DAT_DTO_COMPLETION_STATUS sent = next(dto_a).event_data.dto_completion_event_data.status;
     EXPECT_NE(next(dto_b).event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
-    EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_BROKEN);
     EXPECT_EQ(next(conn_b).event_number, DAT_CONNECTION_EVENT_BROKEN);
-    EXPECT_EQ(buffer[32768], 0x7e);
+    if (!ia_is_verbs(ia)) {
+        EXPECT_NE(sent, DAT_DTO_SUCCESS);
+        EXPECT_EQ(next(conn_a).event_number, DAT_CONNECTION_EVENT_BROKEN);
+        EXPECT_EQ(buffer[32768], 0x7e);
+    }
     EXPECT_EQ(type_of(dat_ep_post_send_with_invalidate(pz, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG,
                                                        DAT_TRUE, 1)),
               t(DAT_INVALID_HANDLE));

@@ -438,6 +438,10 @@ DAT_RETURN VerbsPath::make_cq(Evd& evd, int cqe, ibv_comp_channel* channel, int 
     c->wake_fd = wake_fd;
     c->eps = &eps_;
     c->polled.resize(64);
+    if (driver_ == "rxe") {
+        c->invalidated_flag = 1u << 2; // the kernel's IB_WC_WITH_INVALIDATE (verbs.hpp)
+        c->special_receive_flags = IBV_WC_WITH_IMM | c->invalidated_flag;
+    }
     evd.completions = c;
     return DAT_SUCCESS;
 }
@@ -544,6 +548,7 @@ bool VerbsPath::init_queues(Ep& ep, ibv_qp* qp, const ibv_qp_cap& cap)
     q->max_inline = std::min<std::uint32_t>(cap.max_inline_data, kMaxInline);
     q->sends.assign(power_of_two_at_least(cap.max_send_wr), {});
     q->recv_cookies.assign(ep.srq ? 0 : power_of_two_at_least(cap.max_recv_wr), 0);
+    q->sends_invalidate = max_rmrs() > 0;
     ep.queues = q;
     return true;
 }
@@ -868,6 +873,30 @@ DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
     return post_extended(ep, wr, DAT_IB_DTO_RDMA_WRITE_IMMED, total, cookie);
 }
 
+DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                std::uint64_t cookie, std::uint32_t rkey, DAT_COMPLETION_FLAGS flags)
+{
+    // What a peer can invalidate on verbs is a type 2 window's rkey (or a
+    // fast-registered MR's, which we never make): an LMR's rmr_context is a
+    // plain MR's, which the receiving device refuses to invalidate (the
+    // connection breaks). Where windows are off, on this IA and so on peers
+    // of the same kind, no key a peer has can be invalidated: refused at once.
+    auto* q = static_cast<VerbsEpQueues*>(ep->queues);
+    if (!q->sends_invalidate)
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    ibv_sge sge[kMaxSge];
+    to_sges(iov, n, sge);
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    wr.send_flags = send_flags(flags);
+    if (total <= q->max_inline && n > 0)
+        wr.send_flags |= IBV_SEND_INLINE;
+    wr.invalidate_rkey = rkey;
+    return post_extended(ep, wr, DAT_DTO_SEND, total, cookie);
+}
+
 DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& local, const DAT_RMR_TRIPLET& remote,
                        std::uint64_t swap_add, std::uint64_t compare, std::uint64_t cookie,
                        DAT_COMPLETION_FLAGS flags)
@@ -1016,11 +1045,17 @@ bool take_completion(Evd* evd, DAT_EVENT& e)
                 mark_datagram_receive(e, ep, wc.status == IBV_WC_SUCCESS ? wc.src_qp : 0, 0);
             // Immediate data (a write's or a send's): an extended event. A
             // completion in error has no valid flags.
-            if (wc.status == IBV_WC_SUCCESS && (wc.wc_flags & IBV_WC_WITH_IMM)) [[unlikely]]
-                mark_immediate_receive(e, ep,
-                                       wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? MLX5_CQE_RESP_WR_IMM
-                                                                              : MLX5_CQE_RESP_SEND_IMM,
-                                       wc.imm_data);
+            // A send that invalidated one of our keys: the event says so and
+            // names it (its RMR, if one, is unbound).
+            if (wc.status == IBV_WC_SUCCESS && (wc.wc_flags & c.special_receive_flags)) [[unlikely]] {
+                if (wc.wc_flags & IBV_WC_WITH_IMM)
+                    mark_immediate_receive(e, ep,
+                                           wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? MLX5_CQE_RESP_WR_IMM
+                                                                                  : MLX5_CQE_RESP_SEND_IMM,
+                                           wc.imm_data);
+                else if (wc.wc_flags & c.invalidated_flag)
+                    received_invalidate(ep, d, wc.invalidated_rkey);
+            }
         }
         verbs_completion_reaped(ep, evd, d.status, request, requests_done(ep));
         return true;

@@ -48,6 +48,9 @@ struct VerbsEpQueues : VerbsQp {
     std::vector<std::uint64_t> recv_cookies; // own receive queue: completes in order
     std::uint32_t max_inline = 0;
     const AddressHandles* address_handles = nullptr; // a UD endpoint's: the IA's (ibv_ah* each)
+    // Sends that invalidate the peer's key are posted (the IA offers
+    // windows: max_rmrs > 0; verbs_path::post_send_invalidate says why).
+    bool sends_invalidate = false;
 };
 
 // What every verbs kind's DTO EVD has: its CQ, with a completion channel of
@@ -66,6 +69,13 @@ struct VerbsCq : EvdCompletions {
 struct VerbsCompletions : VerbsCq {
     std::vector<ibv_wc> polled;
     std::uint32_t polled_head = 0, polled_count = 0;
+    // The wc_flags bit of a receive whose sender invalidated one of our
+    // keys, and it with IBV_WC_WITH_IMM (a receive that is not plain).
+    // Soft-RoCE passes the kernel's flags through unconverted: there it is
+    // the kernel's IB_WC_WITH_INVALIDATE (1 << 2, which libibverbs calls
+    // IBV_WC_IP_CSUM_OK), not IBV_WC_WITH_INV (1 << 3).
+    unsigned invalidated_flag = IBV_WC_WITH_INV;
+    unsigned special_receive_flags = IBV_WC_WITH_IMM | IBV_WC_WITH_INV;
 };
 
 struct VerbsSrqBase : SrqRing {
@@ -227,6 +237,10 @@ DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& local, 
 // IA's table, checked) and queue pair `qpn`.
 DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total, std::uint64_t cookie,
                          const void* ah, std::uint32_t qpn, DAT_COMPLETION_FLAGS flags);
+// A send that invalidates the peer's remote key `rkey` (IBV_WR_SEND_WITH_INV):
+// DAT_MODEL_NOT_SUPPORTED where the IA offers no windows.
+DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                std::uint64_t cookie, std::uint32_t rkey, DAT_COMPLETION_FLAGS flags);
 DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie);
 DAT_RETURN srq_post(Srq* srq, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie);
 bool take_completion(Evd* evd, DAT_EVENT& e);
