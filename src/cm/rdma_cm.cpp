@@ -536,7 +536,10 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
         fail(e.context, c, e.status == -ETIMEDOUT ? Outcome::timed_out : Outcome::unreachable, {}, out);
         break;
     case RDMA_CM_EVENT_REJECTED:
-        if (c.state == State::accepting) // the active side gave up on our reply
+        // The active side gave up on a request of ours, answered or not
+        // yet (dat_cr_accept may have taken it already: its EP then sees
+        // ACCEPT_COMPLETION_ERROR, not a reject meant for requesters).
+        if (c.state == State::accepting || c.state == State::wait_consumer)
             fail(e.context, c, Outcome::failed, {}, out);
         else if (e.status == kRejectConsumer && !is_non_peer_reject(m.private_data))
             fail(e.context, c, Outcome::rejected, std::move(m), out);
