@@ -481,12 +481,17 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE handle, DAT_EP_HANDLE ep_handle, DAT_COUNT pd
     const bool sent = ia->cm->accept(cr->request_id, *ep, std::vector<std::uint8_t>(bytes, bytes + pdata_size),
                                      std::chrono::milliseconds(5000));
     if (!sent) {
+        // The CM may have ended the request meanwhile (the requester gave
+        // up) and reported it to the EP already: one event, not two.
+        bool unreported;
         {
             std::lock_guard lock(ia->cm_mutex);
-            ia->attempts.erase(cr->request_id);
+            unreported = ia->attempts.erase(cr->request_id) > 0;
         }
-        ep->state = DAT_EP_STATE_DISCONNECTED;
-        post_connection_event(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, nullptr, 0);
+        if (unreported) {
+            ep->state = DAT_EP_STATE_DISCONNECTED;
+            post_connection_event(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, nullptr, 0);
+        }
     }
     ia->ib_counters.add(DCNT_IA_SP_CR_ACCEPTED);
     destroy_object(cr); // the CR is consumed either way
