@@ -1036,7 +1036,7 @@ bool Device::execute_send_queue(Qp& qp)
         if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && !reads_back) {
             std::uint32_t len = first_word & ~MLX5_INLINE_SEG;
             local_ok = len <= qp.max_inline_;
-            if (local_ok) { // inline bytes start 4 bytes into the segment and may wrap
+            if (local_ok && len > 0) { // inline bytes start 4 bytes into the segment and may wrap (an empty buffer's data() may be null)
                 const std::size_t ring = static_cast<std::size_t>(qp.sq_cnt_) * 64;
                 const std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + first_data * 16 + 4) % ring;
                 const std::size_t first = std::min<std::size_t>(len, ring - off);
