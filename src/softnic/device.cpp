@@ -498,9 +498,13 @@ bool Device::connect(Qp* qp, int fd, bool shm)
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     if (shm) {
         qp->shm_.reset(ShmLink::create(fd));
-        if (!qp->shm_) { // no memory for the ring: the connection ends broken
+        if (!qp->shm_) {
+            // No memory for the ring, or the peer closed already: after a
+            // goodbye (a disconnect right after ESTABLISHED, before our
+            // ring could go) the end is orderly; otherwise it is broken.
+            const bool orderly = ShmLink::goodbye_on(fd);
             qp->state_.store(QpState::ready, std::memory_order_release);
-            fail(*qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+            fail(*qp, orderly ? MLX5_CQE_SYNDROME_WR_FLUSH_ERR : MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
             return false;
         }
     }

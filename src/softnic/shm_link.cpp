@@ -121,6 +121,36 @@ bool ShmLink::map_peer_ring(int fd)
     return true;
 }
 
+bool ShmLink::goodbye_on(int socket)
+{
+    bool goodbye = false;
+    for (;;) {
+        char bytes[64];
+        iovec iov{bytes, sizeof bytes};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        const ssize_t n = ::recvmsg(socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return goodbye;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) { // a ring we will not use
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            for (std::size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+                int fd;
+                std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+                ::close(fd);
+            }
+        }
+        goodbye |= std::memchr(bytes, kGoodbye, static_cast<std::size_t>(n)) != nullptr;
+    }
+}
+
 int ShmLink::drain_socket()
 {
     if (ended_)

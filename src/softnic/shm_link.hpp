@@ -79,6 +79,10 @@ public:
     bool goodbye_seen() const { return goodbye_seen_; }
     // A goodbye on a socket whose rings never came (see goodbye_seen).
     static void send_goodbye(int socket);
+    // Whether the peer said goodbye on `socket` (what it holds is read and
+    // dropped): asked when no link could be made because the peer had
+    // closed already, to tell an orderly end from a broken one.
+    static bool goodbye_on(int socket);
 
 private:
     ShmLink() = default;
