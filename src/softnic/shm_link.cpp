@@ -121,33 +121,57 @@ bool ShmLink::map_peer_ring(int fd)
     return true;
 }
 
+namespace {
+
+// One non-blocking read of a link's socket: its bytes, and the descriptors
+// that came with them (closed unless taken). n as recvmsg's.
+struct SocketMessage {
+    char bytes[64];
+    int fds[4];
+    std::size_t fd_count = 0;
+    bool truncated = false; // more descriptors came than fit: they are lost
+    ssize_t n = 0;
+
+    explicit SocketMessage(int socket)
+    {
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)];
+        do {
+            iovec iov{bytes, sizeof bytes};
+            msghdr msg{};
+            msg.msg_iov = &iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control;
+            msg.msg_controllen = sizeof control;
+            n = ::recvmsg(socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+            truncated = n > 0 && (msg.msg_flags & MSG_CTRUNC) != 0;
+            for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                    continue;
+                for (std::size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && fd_count < std::size(fds); ++i)
+                    std::memcpy(&fds[fd_count++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            }
+        } while (n < 0 && errno == EINTR);
+    }
+    ~SocketMessage()
+    {
+        for (std::size_t i = 0; i < fd_count; ++i)
+            if (fds[i] >= 0)
+                ::close(fds[i]);
+    }
+    SocketMessage(const SocketMessage&) = delete;
+    SocketMessage& operator=(const SocketMessage&) = delete;
+};
+
+} // namespace
+
 bool ShmLink::goodbye_on(int socket)
 {
     bool goodbye = false;
     for (;;) {
-        char bytes[64];
-        iovec iov{bytes, sizeof bytes};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        const ssize_t n = ::recvmsg(socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
+        const SocketMessage m(socket); // a ring we will not use is closed with it
+        if (m.n <= 0)
             return goodbye;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) { // a ring we will not use
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                continue;
-            for (std::size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
-                int fd;
-                std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                ::close(fd);
-            }
-        }
-        goodbye |= std::memchr(bytes, kGoodbye, static_cast<std::size_t>(n)) != nullptr;
+        goodbye |= std::memchr(m.bytes, kGoodbye, static_cast<std::size_t>(m.n)) != nullptr;
     }
 }
 
@@ -156,51 +180,28 @@ int ShmLink::drain_socket()
     if (ended_)
         return 0;
     for (;;) {
-        char bytes[64];
-        iovec iov{bytes, sizeof bytes};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        const ssize_t n = ::recvmsg(socket_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno != ECONNRESET)
+        SocketMessage m(socket_);
+        if (m.n < 0 && errno != ECONNRESET)
             return -1; // EAGAIN: nothing more; anything else: broken
         // A Unix socket closed with bytes unread (wake-ups) resets its
         // peer: that is the end of the stream too; the rings say whether
         // it was orderly (the goodbye frame).
-        if (n <= 0) {
+        if (m.n <= 0) {
             ended_ = true;
             return 0;
         }
         // Descriptors: one ring, with the byte that names it; any other is
-        // closed, and the link fails.
-        bool protocol_error = (msg.msg_flags & MSG_CTRUNC) != 0;
+        // closed (with m), and the link fails.
+        bool protocol_error = m.truncated || m.fd_count > 1 || (m.fd_count == 1 && m.bytes[0] != kRingMessage);
         int ring_fd = -1;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                continue;
-            const std::size_t fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (std::size_t i = 0; i < fds; ++i) {
-                int fd;
-                std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                if (ring_fd < 0 && bytes[0] == kRingMessage)
-                    ring_fd = fd;
-                else {
-                    ::close(fd);
-                    protocol_error = true;
-                }
-            }
-        }
-        for (ssize_t i = 0; i < n; ++i) {
-            if (bytes[i] == kGoodbye)
+        if (m.fd_count == 1 && m.bytes[0] == kRingMessage)
+            std::swap(ring_fd, m.fds[0]);
+        for (ssize_t i = 0; i < m.n; ++i) {
+            if (m.bytes[i] == kGoodbye)
                 goodbye_seen_ = true;
-            else if (bytes[i] == kRingMessage)
+            else if (m.bytes[i] == kRingMessage)
                 protocol_error |= i != 0 || ring_fd < 0;
-            else if (bytes[i] != kWake)
+            else if (m.bytes[i] != kWake)
                 protocol_error = true;
         }
         if (ring_fd >= 0) {
