@@ -264,16 +264,20 @@ std::uint64_t RdmaCm::connect(const sockaddr* local, const sockaddr* remote, ibv
     c.qp = qp;
     c.private_data = std::move(private_data);
     c.depth = depth;
+    resolve_locked(c, local, remote, timeout);
+    return n;
+}
+
+void RdmaCm::resolve_locked(Conn& c, const sockaddr* local, const sockaddr* remote, std::chrono::milliseconds timeout)
+{
     c.deadline = std::chrono::steady_clock::now() + timeout;
     c.timeout_ms = std::clamp(static_cast<int>(timeout.count()), 100, 10000);
     c.state = State::resolving_addr;
-    if (rdma_resolve_addr(id, const_cast<sockaddr*>(local), const_cast<sockaddr*>(remote), c.timeout_ms) != 0) {
-        // Reported like any other failure, from the thread.
+    if (rdma_resolve_addr(c.id, const_cast<sockaddr*>(local), const_cast<sockaddr*>(remote), c.timeout_ms) != 0) {
         c.deadline = std::chrono::steady_clock::now();
         c.state = State::ended;
     }
     wake();
-    return n;
 }
 
 std::uint64_t RdmaCm::connect_datagram(const sockaddr* local, const sockaddr* remote, std::uint32_t qpn,
@@ -300,14 +304,7 @@ std::uint64_t RdmaCm::connect_datagram(const sockaddr* local, const sockaddr* re
     c.datagram = true;
     c.qpn = qpn;
     c.private_data = std::move(sent);
-    c.deadline = std::chrono::steady_clock::now() + timeout;
-    c.timeout_ms = std::clamp(static_cast<int>(timeout.count()), 100, 10000);
-    c.state = State::resolving_addr;
-    if (rdma_resolve_addr(id, const_cast<sockaddr*>(local), const_cast<sockaddr*>(remote), c.timeout_ms) != 0) {
-        c.deadline = std::chrono::steady_clock::now();
-        c.state = State::ended;
-    }
-    wake();
+    resolve_locked(c, local, remote, timeout);
     return n;
 }
 

@@ -136,6 +136,9 @@ private:
     void fail(std::uint64_t id, Conn& c, Outcome o, Message m, Pending& out);
     bool datagram_request(const EventCopy& e, Conn& c, Request& r);
     void destroy_locked(Conn& c);
+    // Starts an active connection's address resolution (lock held); a
+    // failure to start is reported from the thread like any other.
+    void resolve_locked(Conn& c, const sockaddr* local, const sockaddr* remote, std::chrono::milliseconds timeout);
     void wake();
 
     Callbacks callbacks_;
