@@ -830,6 +830,25 @@ DAT_RETURN post_extended(Ep* ep, ibv_send_wr& wr, std::uint32_t operation, std::
     return DAT_SUCCESS;
 }
 
+// A gathered extended request of `opcode` (inline where it fits); `finish`
+// sets what is particular to it.
+template <typename Finish>
+DAT_RETURN post_gathered(Ep* ep, ibv_wr_opcode opcode, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                         std::uint64_t cookie, DAT_COMPLETION_FLAGS flags, std::uint32_t operation, Finish&& finish)
+{
+    ibv_sge sge[kMaxSge];
+    to_sges(iov, n, sge);
+    ibv_send_wr wr{};
+    wr.opcode = opcode;
+    wr.sg_list = sge;
+    wr.num_sge = n;
+    wr.send_flags = send_flags(flags);
+    if (total <= static_cast<VerbsEpQueues*>(ep->queues)->max_inline && n > 0)
+        wr.send_flags |= IBV_SEND_INLINE;
+    finish(wr);
+    return post_extended(ep, wr, operation, total, cookie);
+}
+
 } // namespace
 
 DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total, std::uint64_t cookie,
@@ -839,38 +858,23 @@ DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::u
     std::uint64_t handle = 0;
     if (!q->address_handles || !q->address_handles->destination_of(ah, handle))
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4); // not a live handle of this IA: not read
-    ibv_sge sge[kMaxSge];
-    to_sges(iov, n, sge);
-    ibv_send_wr wr{};
-    wr.opcode = IBV_WR_SEND;
-    wr.sg_list = sge;
-    wr.num_sge = n;
-    wr.send_flags = send_flags(flags);
-    if (total <= q->max_inline && n > 0)
-        wr.send_flags |= IBV_SEND_INLINE;
-    wr.wr.ud.ah = reinterpret_cast<ibv_ah*>(static_cast<std::uintptr_t>(handle));
-    wr.wr.ud.remote_qpn = qpn;
-    wr.wr.ud.remote_qkey = cm::kDatagramQkey;
-    return post_extended(ep, wr, DAT_IB_DTO_SEND_UD, total, cookie);
+    return post_gathered(ep, IBV_WR_SEND, n, iov, total, cookie, flags, DAT_IB_DTO_SEND_UD, [&](ibv_send_wr& wr) {
+        wr.wr.ud.ah = reinterpret_cast<ibv_ah*>(static_cast<std::uintptr_t>(handle));
+        wr.wr.ud.remote_qpn = qpn;
+        wr.wr.ud.remote_qkey = cm::kDatagramQkey;
+    });
 }
 
 DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
                                 std::uint64_t cookie, const DAT_RMR_TRIPLET* remote, std::uint32_t imm,
                                 DAT_COMPLETION_FLAGS flags)
 {
-    ibv_sge sge[kMaxSge];
-    to_sges(iov, n, sge);
-    ibv_send_wr wr{};
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.sg_list = sge;
-    wr.num_sge = n;
-    wr.send_flags = send_flags(flags);
-    if (total <= static_cast<VerbsEpQueues*>(ep->queues)->max_inline && n > 0)
-        wr.send_flags |= IBV_SEND_INLINE;
-    wr.imm_data = imm; // as given: the reference dapl does not convert it either
-    wr.wr.rdma.remote_addr = remote->virtual_address;
-    wr.wr.rdma.rkey = remote->rmr_context;
-    return post_extended(ep, wr, DAT_IB_DTO_RDMA_WRITE_IMMED, total, cookie);
+    return post_gathered(ep, IBV_WR_RDMA_WRITE_WITH_IMM, n, iov, total, cookie, flags, DAT_IB_DTO_RDMA_WRITE_IMMED,
+                         [&](ibv_send_wr& wr) {
+                             wr.imm_data = imm; // as given: the reference dapl does not convert it either
+                             wr.wr.rdma.remote_addr = remote->virtual_address;
+                             wr.wr.rdma.rkey = remote->rmr_context;
+                         });
 }
 
 DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
@@ -881,20 +885,10 @@ DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
     // plain MR's, which the receiving device refuses to invalidate (the
     // connection breaks). Where windows are off, on this IA and so on peers
     // of the same kind, no key a peer has can be invalidated: refused at once.
-    auto* q = static_cast<VerbsEpQueues*>(ep->queues);
-    if (!q->sends_invalidate)
+    if (!static_cast<VerbsEpQueues*>(ep->queues)->sends_invalidate)
         return error(DAT_MODEL_NOT_SUPPORTED);
-    ibv_sge sge[kMaxSge];
-    to_sges(iov, n, sge);
-    ibv_send_wr wr{};
-    wr.opcode = IBV_WR_SEND_WITH_INV;
-    wr.sg_list = sge;
-    wr.num_sge = n;
-    wr.send_flags = send_flags(flags);
-    if (total <= q->max_inline && n > 0)
-        wr.send_flags |= IBV_SEND_INLINE;
-    wr.invalidate_rkey = rkey;
-    return post_extended(ep, wr, DAT_DTO_SEND, total, cookie);
+    return post_gathered(ep, IBV_WR_SEND_WITH_INV, n, iov, total, cookie, flags, DAT_DTO_SEND,
+                         [&](ibv_send_wr& wr) { wr.invalidate_rkey = rkey; });
 }
 
 DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& local, const DAT_RMR_TRIPLET& remote,
