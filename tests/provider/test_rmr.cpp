@@ -82,10 +82,10 @@ protected:
     }
     // Binds `rmr` on `ep` over `range` and takes its completion from `evd`.
     DAT_RMR_CONTEXT bind(DAT_RMR_HANDLE rmr, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET range,
-                         DAT_MEM_PRIV_FLAGS rights, std::uint64_t cookie)
+                         DAT_MEM_PRIV_FLAGS rights, std::uint64_t cookie, DAT_VA_TYPE va_type = DAT_VA_TYPE_VA)
     {
         DAT_RMR_CONTEXT context = 0;
-        EXPECT_EQ(dat_rmr_bind(rmr, lmr, &range, rights, DAT_VA_TYPE_VA, ep, DAT_RMR_COOKIE{.as_64 = cookie},
+        EXPECT_EQ(dat_rmr_bind(rmr, lmr, &range, rights, va_type, ep, DAT_RMR_COOKIE{.as_64 = cookie},
                                DAT_COMPLETION_DEFAULT_FLAG, &context),
                   kOk);
         DAT_EVENT e = next(evd);
@@ -108,15 +108,7 @@ protected:
     DAT_RMR_CONTEXT bind_zero_based(DAT_RMR_HANDLE rmr, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd, DAT_LMR_TRIPLET range,
                                     DAT_MEM_PRIV_FLAGS rights, std::uint64_t cookie)
     {
-        DAT_RMR_CONTEXT context = 0;
-        EXPECT_EQ(dat_rmr_bind(rmr, lmr, &range, rights, DAT_VA_TYPE_ZB, ep, DAT_RMR_COOKIE{.as_64 = cookie},
-                               DAT_COMPLETION_DEFAULT_FLAG, &context),
-                  kOk);
-        DAT_EVENT e = next(evd);
-        EXPECT_EQ(e.event_number, DAT_RMR_BIND_COMPLETION_EVENT);
-        EXPECT_EQ(e.event_data.rmr_completion_event_data.user_cookie.as_64, cookie);
-        EXPECT_EQ(e.event_data.rmr_completion_event_data.status, DAT_RMR_BIND_SUCCESS);
-        return context;
+        return bind(rmr, ep, evd, range, rights, cookie, DAT_VA_TYPE_ZB);
     }
     // An RDMA read from `remote` to offset `into`; its status.
     DAT_DTO_COMPLETION_STATUS read(DAT_EP_HANDLE from, std::size_t into, DAT_RMR_TRIPLET remote)
