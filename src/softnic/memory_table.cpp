@@ -22,6 +22,7 @@ std::uint32_t MemoryTable::add_at(std::uint64_t iova, std::uint64_t addr, std::u
         return 0;
     Region& r = regions_[key >> 8];
     r.addr = iova;
+    r.at = iova; // a region is where its keys address it
     r.host = addr;
     r.length = length;
     r.access = access;
@@ -150,10 +151,8 @@ bool MemoryTable::check(std::uint32_t key, std::uint64_t addr, std::uint64_t len
     // Overflow-safe containment: addr >= start and addr + length <= end.
     if (addr < r.addr || length > r.length || addr - r.addr > r.length - length)
         return false;
-    if (host) { // a window lies inside its region (bind_window checked it)
-        const std::uint64_t in_region = r.window ? r.at + (addr - r.addr) : addr;
-        *host = region->host + (in_region - region->addr);
-    }
+    if (host) // a window lies inside its region (bind_window checked it); a region's `at` is its `addr`
+        *host = region->host + (r.at + (addr - r.addr) - region->addr);
     return true;
 }
 

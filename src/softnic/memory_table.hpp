@@ -72,7 +72,7 @@ public:
 private:
     struct Region {
         std::uint64_t addr = 0; // where keys address it: iova for a region; a window's: 0 if zero-based, else `at`
-        std::uint64_t at = 0;   // a bound window: where its first byte is in its region's space
+        std::uint64_t at = 0;   // where its first byte is in its region's space (a region's: its addr)
         std::uint64_t host = 0; // a region's first byte in this process
         std::uint64_t length = 0;
         std::uint32_t access = 0;
