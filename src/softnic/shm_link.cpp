@@ -166,13 +166,16 @@ struct SocketMessage {
 
 bool ShmLink::goodbye_on(int socket)
 {
+    // A bounded look: a live peer that keeps writing cannot hold us here
+    // (a goodbye is the last thing a peer sends before it closes).
     bool goodbye = false;
-    for (;;) {
+    for (int reads = 0; reads < 64; ++reads) {
         const SocketMessage m(socket); // a ring we will not use is closed with it
         if (m.n <= 0)
-            return goodbye;
+            break;
         goodbye |= std::memchr(m.bytes, kGoodbye, static_cast<std::size_t>(m.n)) != nullptr;
     }
+    return goodbye;
 }
 
 int ShmLink::drain_socket()
