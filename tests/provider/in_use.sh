@@ -7,7 +7,7 @@ set -euo pipefail
 dat_info=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; sed 's/^/  stderr: /' "$tmp/err"; exit 1; }
+fail() { echo "FAIL: $*"; sed 's/^/  stdout: /' "$tmp/out"; sed 's/^/  stderr: /' "$tmp/err"; exit 1; }
 
 FASTDAPL_DEBUG=1 "$dat_info" -q fastdapl-tcp fastdapl-tcp-b >"$tmp/out" 2>"$tmp/err" || fail "dat_info exited $?"
 for ia in fastdapl-tcp fastdapl-tcp-b; do
@@ -19,8 +19,10 @@ for ia in fastdapl-tcp fastdapl-tcp-b; do
     case "$library" in */libfastdapl.so.2*) ;; *) fail "not libfastdapl: $library" ;; esac
     # dat_info's "In use" section of that IA says the same.
     section=$(sed -n "/^IA $ia /,/^IA /p" "$tmp/out")
-    printf '%s\n' "$section" | grep -Eq "^    library +$library\$" || fail "dat_info does not name $library for $ia"
-    printf '%s\n' "$section" | grep -Eq '^    data path +softnic tcp$' || fail "dat_info does not say the data path of $ia"
+    # a here-string, not printf | grep -q: grep -q leaves at its first
+    # match, and under pipefail printf's SIGPIPE would fail the check
+    grep -Eq "^    library +$library\$" <<<"$section" || fail "dat_info does not name $library for $ia"
+    grep -Eq '^    data path +softnic tcp$' <<<"$section" || fail "dat_info does not say the data path of $ia"
 done
 grep -q "^Registry: .* (registry library .*/libdat2\.so\.2" "$tmp/out" || fail "dat_info does not name its registry library"
 

@@ -38,5 +38,5 @@ cc -std=c99 -Wall -Wextra -pedantic -Werror $cflags "$dest/consumer.c" -o "$dest
 libdir=$(dirname "$(dirname "$pc")") # dat2.pc lives in <libdir>/pkgconfig
 DAT_OVERRIDE="$conf" LD_LIBRARY_PATH="$libdir" "$dest/consumer"
 ldd_out=$(LD_LIBRARY_PATH="$libdir" ldd "$dest/consumer" | grep libdat2)
-echo "$ldd_out" | grep -q "$dest" || { echo "consumer did not link the installed libdat2: $ldd_out"; exit 1; }
+grep -q "$dest" <<<"$ldd_out" || { echo "consumer did not link the installed libdat2: $ldd_out"; exit 1; }
 echo "installed headers, library, dat2.pc and dat.conf fragment work"

@@ -47,8 +47,8 @@ for tool in "dtest -P no-such-ia" "dtestx -P no-such-ia" "dtestsrq -P no-such-ia
     DAT_OVERRIDE="$work/dat.conf" LD_LIBRARY_PATH="$libdir" LD_DEBUG=bindings LD_DEBUG_OUTPUT="$work/bind.$name" \
         timeout 30 $tool >/dev/null 2>&1
     bound=$(cat "$work"/bind."$name".* 2>/dev/null | grep "symbol \`dat_ia_openv'" | head -1)
-    check "$name" $(echo "$bound" | grep -q "to $libdir/libdat2.so.2"; echo $?) "dat_ia_openv bound elsewhere: $bound"
-    check "$name" $(echo "$bound" | grep -q "\[DAT_2.0\]"; echo $?) "not bound by version DAT_2.0: $bound"
+    check "$name" $(grep -q "to $libdir/libdat2.so.2" <<<"$bound"; echo $?) "dat_ia_openv bound elsewhere: $bound"
+    check "$name" $(grep -q "\[DAT_2.0\]" <<<"$bound"; echo $?) "not bound by version DAT_2.0: $bound"
 done
 
 # (b) the reference provider hosted by our registry.
