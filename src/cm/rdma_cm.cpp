@@ -170,6 +170,17 @@ RdmaCm::RdmaCm(Callbacks callbacks) : callbacks_(std::move(callbacks)), debug_(s
 
 RdmaCm::~RdmaCm()
 {
+    // Disconnect requests still unanswered get a little time to go out and
+    // be answered (the thread destroys each id when its answer comes).
+    const auto until = std::chrono::steady_clock::now() + kCloseLinger;
+    while (thread_.joinable() && std::chrono::steady_clock::now() < until) {
+        {
+            std::lock_guard lock(mutex_);
+            if (std::none_of(conns_.begin(), conns_.end(), [](const auto& kv) { return kv.second.lingering; }))
+                break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     stop_ = true;
     if (thread_.joinable()) {
         wake();
@@ -344,9 +355,20 @@ bool RdmaCm::accept(std::uint64_t request_id, ibv_qp* qp, std::vector<std::uint8
         return false;
     }
     c.state = State::accepting;
-    c.deadline = std::chrono::steady_clock::now() + timeout;
+    c.deadline = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(timeout, kAcceptBackstop);
     wake();
     return true;
+}
+
+void RdmaCm::first_data_arrived(const ibv_qp* qp)
+{
+    std::lock_guard lock(mutex_);
+    for (auto& [id, c] : conns_)
+        if (c.qp == qp && c.state == State::accepting) {
+            // The kernel's CM then reports ESTABLISHED as if the RTU came.
+            rdma_notify(c.id, IBV_EVENT_COMM_EST);
+            return;
+        }
 }
 
 bool RdmaCm::reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data)
@@ -397,7 +419,16 @@ void RdmaCm::release(std::uint64_t id)
     auto it = conns_.find(id);
     if (it == conns_.end())
         return;
-    destroy_locked(it->second);
+    Conn& c = it->second;
+    if (c.state == State::disconnecting && c.id) {
+        c.lingering = true;
+        c.id->qp = nullptr; // the endpoint frees its queue pair now
+        c.qp = nullptr;
+        c.deadline = std::chrono::steady_clock::now() + kDisconnectLinger;
+        wake();
+        return;
+    }
+    destroy_locked(c);
     conns_.erase(it);
 }
 
@@ -475,6 +506,14 @@ void RdmaCm::handle(const EventCopy& e, Pending& out)
     if (it == conns_.end())
         return; // released meanwhile
     Conn& c = it->second;
+    if (c.lingering) { // released: the answer to its disconnect request came
+        if (e.type == RDMA_CM_EVENT_DISCONNECTED || e.type == RDMA_CM_EVENT_TIMEWAIT_EXIT ||
+            e.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+            destroy_locked(c);
+            conns_.erase(it);
+        }
+        return;
+    }
     Message m;
     m.private_data = e.private_data;
     switch (e.type) {
@@ -633,6 +672,11 @@ void RdmaCm::run()
                 const std::uint64_t id = (it++)->first;
                 if (c.deadline > now)
                     continue;
+                if (c.lingering) { // no answer: the peer will not hear more from us
+                    destroy_locked(c);
+                    conns_.erase(id);
+                    continue;
+                }
                 if (c.state == State::datagram_accepted) { // the SIDR reply went: the passive side is done
                     const DatagramPeer peer = c.peer;
                     destroy_locked(c);

@@ -29,6 +29,19 @@ namespace fastdapl::cm {
 // header in (RoCE uses the same messages); REP carries more, the smaller
 // figure is the one a consumer can count on both ways.
 inline constexpr std::uint32_t kRdmaCmMaxPrivateData = 56;
+// How long an accepted request may wait for the active side's ready
+// message. Longer than the kernel CM's own retries of its reply (15, about
+// 4 s apart), whose time-out then arrives first as UNREACHABLE: a ready
+// message lost to the network is sent again, not a failed connection.
+inline constexpr std::chrono::milliseconds kAcceptBackstop{90'000};
+// How long a released id whose disconnect request is unanswered stays, and
+// how long closing the CM waits for such ids (a process that exits right
+// after its disconnect). On RoCE the kernel sends the request again after
+// about 4.8 s (twice the packet lifetime, 2^16 * 4.096 us, plus the CM
+// response timeout rdma_cm asks for, 2^20 * 4.096 us): 6 s covers one loss.
+// Only an unanswered request makes closing wait.
+inline constexpr std::chrono::milliseconds kDisconnectLinger{15'000};
+inline constexpr std::chrono::milliseconds kCloseLinger{6'000};
 inline constexpr std::uint8_t kNonPeerRejectMarker[8] = {'f', 'd', 'N', 'O', 'P', 'E', 'E', 'R'};
 
 // UD endpoints: the queue key of every datagram queue pair. rdma_cm's UDP
@@ -91,10 +104,17 @@ public:
     // answered with `qp`'s number and on_result follows at once (rdma_cm
     // reports nothing more on the passive side). The outcome arrives
     // through on_result with the request's id. False for an unknown or
-    // answered id, or when rdma_cm refused (errno kept).
+    // answered id, or when rdma_cm refused (errno kept). `timeout` is a
+    // floor: the kernel's CM sends the reply again while the ready message
+    // (RTU) does not come, each time after about 4 s, and reports its own
+    // time-out, so the deadline here is no shorter than kAcceptBackstop.
     bool accept(std::uint64_t request_id, ibv_qp* qp, std::vector<std::uint8_t> private_data,
                 std::chrono::milliseconds timeout, ReadDepth depth);
     bool reject(std::uint64_t request_id, std::vector<std::uint8_t> private_data);
+    // The queue pair of an accepted request received data before the
+    // active side's ready message (IB's communication-established event:
+    // the RTU was lost or is late): the connection is established now.
+    void first_data_arrived(const ibv_qp* qp);
     // Refuses a request as "nobody takes it" (an RSP already taken, a full
     // CR queue): the active side's outcome is no_listener, not rejected.
     // rdma_reject cannot choose the IB reject reason, so the refusal carries
@@ -123,6 +143,11 @@ private:
         ReadDepth depth;
         std::chrono::steady_clock::time_point deadline;
         int timeout_ms = 2000;
+        // Released while our disconnect request was unanswered: the id
+        // stays until the answer (or the deadline), since destroying it
+        // stops the kernel sending the request (again, or at all: one
+        // still queued is cancelled), and the peer would never hear of it.
+        bool lingering = false;
     };
     struct Pending { // callbacks to run once the lock is released
         std::vector<Request> requests;

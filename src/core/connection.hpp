@@ -72,6 +72,11 @@ public:
     // completion precedes ESTABLISHED and a disconnect right after it
     // finds the id. Failed: what the queues hold completes as flushed.
     virtual void will_establish(Ep& ep, std::uint64_t id) = 0;
+    // The EP's queue pair received data while its accept still waited for
+    // the active side's last handshake message (which was lost or is
+    // late): the connection may count as established now. The IA's
+    // cm_mutex is held.
+    virtual void first_data_arrived(Ep&) {}
     virtual void established(Ep& ep, int fd) = 0;
     virtual void failed(Ep& ep) = 0;
     // Ends an established connection now (what is posted is flushed); no

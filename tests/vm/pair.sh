@@ -15,7 +15,11 @@
 # link and failed it with loss too: rxe's RC recovery (the guest kernel's)
 # is then at fault, not the provider (on Debian 12's 6.1 kernel, dapltest
 # -T T and dat_perf lose their connections under 5% loss with either).
-# Env: RXE_VM_PAIR_SCRIPT (default /work/shared/tools/rxe-vm/rxe-vm-pair.sh),
+# A "race" (pair_guest.sh's judge says when: dtestsrq's server flushing
+# its last send after its client saw every reply) is shown, not counted.
+# Env: PAIR_ONLY, PAIR_ROUNDS, PAIR_OURS_ENV (see pair_guest.sh) repeat
+# chosen steps;
+# RXE_VM_PAIR_SCRIPT (default /work/shared/tools/rxe-vm/rxe-vm-pair.sh),
 # and rxe-vm.sh's knobs (RXE_VM_TIMEOUT, default here 1700 s).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,7 +39,8 @@ export RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1700}
 export RXE_PAIR_OUT=$results RXE_PAIR_GRACE=${RXE_PAIR_GRACE:-120}
 echo "vm-pair: booting two Soft-RoCE guests ($pair); build $build; results $results"
 t0=$SECONDS
-"$pair" "bash $here/pair_guest.sh A $build $results" "bash $here/pair_guest.sh B $build $results"
+knobs="PAIR_ONLY='${PAIR_ONLY:-*}' PAIR_ROUNDS=${PAIR_ROUNDS:-1} PAIR_OURS_ENV='${PAIR_OURS_ENV:-}'"
+"$pair" "$knobs bash $here/pair_guest.sh A $build $results" "$knobs bash $here/pair_guest.sh B $build $results"
 rc=$?
 echo "vm-pair: the pair ran $((SECONDS - t0)) s (boot included), exit $rc"
 
@@ -46,16 +51,17 @@ if [ -s "$tsv" ]; then
     awk -F'\t' '{ printf "  %-9s %-5s %-6s %-4s %s\n", $3, $1, $2, $4, $5 }' "$tsv" | sort -s -k1,1
     n_ok=$(awk -F'\t' '$1=="ours" && $4=="ok"' "$tsv" | wc -l)
     n_all=$(awk -F'\t' '$1=="ours"' "$tsv" | wc -l)
-    echo "== ours: $n_ok/$n_all passed; reference: $(awk -F'\t' '$1=="ref" && $4=="ok"' "$tsv" | wc -l)/$(awk -F'\t' '$1=="ref"' "$tsv" | wc -l)"
+    n_race=$(awk -F'\t' '$1=="ours" && $4=="race"' "$tsv" | wc -l)
+    echo "== ours: $n_ok/$n_all passed ($n_race lost to the test program's race under loss, not counted); reference: $(awk -F'\t' '$1=="ref" && $4=="ok"' "$tsv" | wc -l)/$(awk -F'\t' '$1=="ref"' "$tsv" | wc -l)"
     # ours failed: not excused unless loss broke the reference's run too
     failed=$(awk -F'\t' '{ v[$1 "/" $2 "/" $3] = $4 }
-        $1 == "ours" && $4 != "ok" { f[$2 "/" $3] = 1 }
+        $1 == "ours" && $4 != "ok" && $4 != "race" { f[$2 "/" $3] = 1 }
         END { for (k in f) { split(k, p, "/")
                   if (p[1] != "clean" && v["ref/clean/" p[2]] == "ok" && v["ref/" k] != "ok")
                       print "excused: ours " k " (the reference passed it clean and failed it with loss too)"
                   else print "FAILED: ours " k } }' "$tsv")
     [ -n "$failed" ] && echo "$failed"
-    [ "$(awk -F'\t' '$1=="ours"' "$tsv" | wc -l)" = 8 ] || failed="FAILED: steps missing"
+    [ -n "${PAIR_ONLY:-}" ] || [ "$(awk -F'\t' '$1=="ours"' "$tsv" | wc -l)" = 8 ] || failed="FAILED: steps missing"
 fi
 case $rc in
 0) [ -s "$tsv" ] || { echo "ERROR: no results"; exit 99; }

@@ -73,6 +73,7 @@ public:
         return cm_.accept(id, qp_of(ep), std::move(pdata), timeout, read_depth(ep));
     }
     void reject(std::uint64_t id, std::vector<std::uint8_t> pdata) override { cm_.reject(id, std::move(pdata)); }
+    void first_data_arrived(Ep& ep) override { cm_.first_data_arrived(qp_of(ep)); }
     void refuse(std::uint64_t id, Refusal) override { cm_.refuse(id); }
 
     void stop_datagram_attempt(std::uint64_t id) override { cm_.release(id); }

@@ -714,6 +714,12 @@ void VerbsPath::async_event(Ia& ia, const ibv_async_event& ev)
         post_async(&ia, DAT_ASYNC_ERROR_EP_BROKEN, ep, DAT_EP_TRANSFER_TO_ERROR);
         return;
     }
+    case IBV_EVENT_COMM_EST: { // data before the RTU: tell rdma_cm, which else waits for the RTU's resend
+        std::lock_guard lock(ia.cm_mutex);
+        if (Ep* ep = eps_.find(ev.element.qp->qp_num))
+            ia.cm->first_data_arrived(*ep);
+        return;
+    }
     case IBV_EVENT_CQ_ERR:
         if (auto* evd = static_cast<Evd*>(ev.element.cq->cq_context))
             report_overflow(evd);
@@ -731,7 +737,7 @@ void VerbsPath::async_event(Ia& ia, const ibv_async_event& ev)
     case IBV_EVENT_PORT_ERR:
         post_async(&ia, DAT_ASYNC_ERROR_IA_CATASTROPHIC, &ia, DAT_IA_CATASTROPHIC_ERROR);
         return;
-    default: // COMM_EST, LAST_WQE_REACHED (the connection's end says it), port up, LID/GID changes
+    default: // LAST_WQE_REACHED (the connection's end says it), port up, LID/GID changes
         return;
     }
 }
