@@ -313,11 +313,13 @@ else
     echo "$OUR_IA u2.0 nonthreadsafe default $PROV fastdapl.0.1 \"verbs:$DEV:1\" \"\"" >"$OUR_CONF"
 fi
 # The gtest provider programs open the IA FASTDAPL_TEST_IA names (default
-# fastdapl-tcp); test_provider_api also opens "fastdapl-badif".
+# fastdapl-tcp); test_provider_api also opens "fastdapl-badif", and
+# test_connection_models "fastdapl-tcp-b" (a second IA, to be told apart).
 GT_CONF=/tmp/vm-ours-gtest.conf
 {
     cat "$OUR_CONF"
     echo "fastdapl-badif u2.0 nonthreadsafe default $PROV fastdapl.0.1 \"no-such-interface0\" \"\""
+    echo "fastdapl-tcp-b u2.0 nonthreadsafe default $PROV fastdapl.0.1 \"127.0.0.1\" \"\""
 } >"$GT_CONF"
 cp "$OUR_CONF" "$OUT/ours-dat.conf"
 echo "== ours: dat.conf from $conf_src:"; sed 's/^/   /' "$OUR_CONF"
