@@ -212,6 +212,56 @@ public:
         return true;
     }
 
+    // A datagram on a UD queue pair (SEND or SEND_IMM): the control segment,
+    // the datagram segment, then inline data or data segments. The datagram
+    // segment is the address handle's address vector `av` (mlx5dv_ah) with
+    // the destination queue pair and qkey put in, as the device reads it:
+    // dqp_dct carries the extended-AV bit (the 48-byte form, with the GRH
+    // fields, which RoCE needs). `slot_opcode` is what the completion side
+    // finds in the slot (the WQE carries `opcode`). Not the RC path: a UD
+    // queue pair posts nothing else. False when the queue lacks room.
+    bool post_datagram(std::uint8_t opcode, const Sge* sge, std::uint32_t nsge, std::uint32_t total_len,
+                       const mlx5_wqe_av& av, std::uint32_t remote_qpn, std::uint32_t qkey, std::uint32_t imm,
+                       std::uint8_t fm_ce_se, std::uint64_t cookie, std::uint8_t slot_opcode)
+    {
+        static_assert(sizeof(mlx5_wqe_datagram_seg) == 3 * kSegmentSize && offsetof(mlx5_wqe_av, key) == 0 &&
+                      offsetof(mlx5_wqe_av, dqp_dct) == 8 && offsetof(mlx5_wqe_av, rgid) == 32);
+        const bool inline_data = total_len <= max_inline_ && nsge > 0;
+        const std::uint32_t bytes = kSegmentSize + static_cast<std::uint32_t>(sizeof(mlx5_wqe_datagram_seg)) +
+                                    (inline_data ? round_up16(4 + total_len) : nsge * kSegmentSize);
+        const std::uint32_t bbs = (bytes + kSendWqeBB - 1) / kSendWqeBB;
+        if (bbs > free_bbs()) [[unlikely]]
+            return false;
+        const std::uint32_t index = pi_ & mask_;
+        std::uint8_t* const wqe = bb(index);
+        mlx5_wqe_datagram_seg dgram;
+        std::memcpy(&dgram.av, &av, sizeof av);
+        dgram.av.dqp_dct = htobe32((remote_qpn & 0xffffff) | MLX5_EXTENDED_UD_AV);
+        dgram.av.key.qkey.qkey = htobe32(qkey);
+        dgram.av.key.qkey.reserved = 0;
+        std::uint8_t* seg = advance(wqe);
+        for (std::uint32_t i = 0; i < sizeof dgram / kSegmentSize; ++i) { // may wrap at the queue's end
+            std::memcpy(seg, reinterpret_cast<const std::uint8_t*>(&dgram) + i * kSegmentSize, kSegmentSize);
+            seg = advance(seg);
+        }
+        std::uint32_t ds = 1 + static_cast<std::uint32_t>(sizeof dgram) / kSegmentSize;
+        if (inline_data) {
+            auto* hdr = reinterpret_cast<mlx5_wqe_inl_data_seg*>(seg);
+            hdr->byte_count = htobe32(total_len | MLX5_INLINE_SEG);
+            copy_inline(seg + sizeof *hdr, sge, nsge);
+            ds += round_up16(4 + total_len) / kSegmentSize;
+        } else {
+            for (std::uint32_t i = 0; i < nsge; ++i) {
+                mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(seg), sge[i].length, sge[i].lkey, sge[i].addr);
+                seg = advance(seg);
+            }
+            ds += nsge;
+        }
+        write_ctrl(wqe, opcode, ds, fm_ce_se, imm);
+        finish(index, wqe, bbs, wraps(wqe, bbs) ? kNoBlueFlame : bbs, slot_opcode, total_len, fm_ce_se, cookie);
+        return true;
+    }
+
     // Publishes every WQE posted since the last call.
     [[gnu::always_inline]] void ring()
     {

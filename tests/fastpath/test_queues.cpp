@@ -793,3 +793,104 @@ TEST(CleanQueuePair, ConsumedAndHardwareOwnedCqesAreLeftAlone)
     EXPECT_EQ(srq.outstanding(), 9u); // WQEs 9 and 10 only
     EXPECT_EQ(cq.consumer_index(), 9u);
 }
+
+namespace {
+
+// An address vector as rdma-core's mlx5 builds one for a RoCE v2 address
+// handle: every field set to something distinct.
+mlx5_wqe_av roce_av()
+{
+    mlx5_wqe_av av{};
+    av.key.qkey.qkey = htobe32(0xdeadbeef); // a post replaces it
+    av.dqp_dct = htobe32(0x00abcdef);       // and this
+    av.stat_rate_sl = 0x35;
+    av.fl_mlid = 0x02;
+    av.rlid = htobe16(0xc123); // RoCE v2: the UDP source port
+    const std::uint8_t mac[6] = {0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
+    std::memcpy(av.rmac, mac, 6);
+    av.tclass = 0x20;
+    av.hop_limit = 64;
+    av.grh_gid_fl = htobe32(1u << 30 | 3u << 20 | 0x12345);
+    const std::uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 7, 9};
+    std::memcpy(av.rgid, gid, 16);
+    return av;
+}
+
+} // namespace
+
+TEST(SendQueue, DatagramSendMatchesTheMlx5dvDatagramHelper)
+{
+    FakeQp q(16);
+    SendQueue s = make_sq(q);
+    mlx5_wqe_av av = roce_av();
+    Sge sge[2] = {{0x1000, 100, 0x11}, {0x2000, 200, 0x22}};
+    ASSERT_TRUE(s.post_datagram(MLX5_OPCODE_SEND, sge, 2, 300, av, 0x4567, 0x80010000, 0,
+                                control_flags(DAT_COMPLETION_DEFAULT_FLAG), 77, 0x0e));
+
+    mlx5_wqe_ctrl_seg want_ctrl{};
+    mlx5dv_set_ctrl_seg(&want_ctrl, 0, MLX5_OPCODE_SEND, 0, 0x1234, MLX5_WQE_CTRL_CQ_UPDATE, 1 + 3 + 2, 0, 0);
+    EXPECT_EQ(std::memcmp(ctrl_at(q, 0), &want_ctrl, sizeof want_ctrl), 0);
+    mlx5_wqe_datagram_seg want{};
+    mlx5dv_set_dgram_seg(&want, std::uint64_t{0x80010000} << 32, 0x4567, 1, av.stat_rate_sl, av.fl_mlid,
+                         be16toh(av.rlid), av.rmac, av.tclass, av.hop_limit, be32toh(av.grh_gid_fl), av.rgid);
+    EXPECT_EQ(std::memcmp(seg_at<mlx5_wqe_datagram_seg>(q, 0, 1), &want, sizeof want), 0);
+    const auto* got = seg_at<mlx5_wqe_datagram_seg>(q, 0, 1);
+    EXPECT_EQ(be32toh(got->av.dqp_dct), 0x4567u | MLX5_EXTENDED_UD_AV);
+    EXPECT_EQ(be32toh(got->av.key.qkey.qkey), 0x80010000u);
+    for (int i = 0; i < 2; ++i) {
+        mlx5_wqe_data_seg d{};
+        mlx5dv_set_data_seg(&d, sge[i].length, sge[i].lkey, sge[i].addr);
+        EXPECT_EQ(std::memcmp(seg_at<mlx5_wqe_data_seg>(q, 0, 4 + i), &d, sizeof d), 0) << i;
+    }
+    // 16 + 48 + 32 bytes: two basic blocks; the slot says what the completion reports.
+    EXPECT_EQ(s.producer_index(), 2u);
+    EXPECT_EQ(s.slot(0).bbs, 2);
+    EXPECT_EQ(s.slot(0).opcode, 0x0e);
+    EXPECT_EQ(s.slot(0).cookie, 77u);
+    EXPECT_EQ(s.slot(0).length, 300u);
+}
+
+TEST(SendQueue, DatagramInlineWithImmediateWrapsAtTheEndOfTheQueue)
+{
+    FakeQp q(4);
+    SendQueue s = make_sq(q, 128);
+    Sge tiny{0, 0, 0};
+    for (int i = 0; i < 3; ++i) // move the producer to the last basic block
+        ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &tiny, 0, 0, nullptr, 0, 0, 0));
+    s.retire_through(2);
+    const mlx5_wqe_av av = roce_av();
+    std::vector<std::uint8_t> payload(40);
+    for (std::size_t i = 0; i < payload.size(); ++i)
+        payload[i] = static_cast<std::uint8_t>(0xa0 + i);
+    Sge sge{reinterpret_cast<std::uintptr_t>(payload.data()), 40, 5};
+    ASSERT_TRUE(s.post_datagram(MLX5_OPCODE_SEND_IMM, &sge, 1, 40, av, 0x77, 0x11111111, htobe32(0xfeed),
+                                MLX5_WQE_CTRL_CQ_UPDATE, 9, 0x0e));
+    // WQE at BB 3 (bytes 192..255): the control and datagram segments fill
+    // the block; the inline header and data continue at byte 0.
+    EXPECT_EQ(be32toh(ctrl_at(q, 3)->opmod_idx_opcode), 3u << 8 | MLX5_OPCODE_SEND_IMM);
+    EXPECT_EQ(be32toh(ctrl_at(q, 3)->qpn_ds) & 0x3f, 1u + 3u + 3u); // ceil((4 + 40) / 16) = 3
+    EXPECT_EQ(be32toh(ctrl_at(q, 3)->imm), 0xfeedu);
+    const auto* d = seg_at<mlx5_wqe_datagram_seg>(q, 3, 1);
+    EXPECT_EQ(be32toh(d->av.dqp_dct), 0x77u | MLX5_EXTENDED_UD_AV);
+    EXPECT_EQ(std::memcmp(d->av.rgid, av.rgid, 16), 0);
+    EXPECT_EQ(be32toh(reinterpret_cast<const mlx5_wqe_inl_data_seg*>(&q.sq[0])->byte_count), 40u | MLX5_INLINE_SEG);
+    EXPECT_EQ(std::memcmp(&q.sq[4], payload.data(), 40), 0);
+    EXPECT_EQ(s.slot(3).bbs, 2);
+}
+
+TEST(SendQueue, FullQueueRefusesADatagramAndWritesNothing)
+{
+    FakeQp q(4);
+    SendQueue s = make_sq(q);
+    Sge sge{0x1000, 1, 1};
+    for (int i = 0; i < 3; ++i)
+        ASSERT_TRUE(s.post(MLX5_OPCODE_SEND, &sge, 1, 1, nullptr, 0, 0, static_cast<std::uint64_t>(i)));
+    const std::vector<std::uint8_t> before = q.sq;
+    const mlx5_wqe_av av = roce_av();
+    Sge two[2] = {{0x1000, 1, 1}, {0x2000, 1, 1}};
+    EXPECT_FALSE(s.post_datagram(MLX5_OPCODE_SEND, two, 2, 2, av, 1, 1, 0, 0, 99, 0x0e)); // two blocks, one free
+    EXPECT_EQ(q.sq, before);
+    EXPECT_FALSE(s.post_datagram(MLX5_OPCODE_SEND, two, 1, 1, av, 1, 1, 0, 0, 99, 0x0e)); // 16 + 48 + 16: two
+    EXPECT_TRUE(s.post_datagram(MLX5_OPCODE_SEND, two, 0, 0, av, 1, 1, 0, 0, 100, 0x0e)); // empty: 64 bytes, one
+    EXPECT_EQ(s.free_bbs(), 0u);
+}
