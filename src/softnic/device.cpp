@@ -185,8 +185,8 @@ bool Cq::push(const Entry& e)
     cqe->imm_inval_pkey = e.imm_be;
     cqe->sop_drop_qpn = htobe32(e.qpn & 0xffffff);
     cqe->wqe_counter = htobe16(e.wqe_counter);
-    if (e.src_qpn) { // a datagram's sender (datagram_source reads it back)
-        cqe->flags_rqpn = htobe32(e.src_qpn & 0xffffff);
+    if (e.src_qpn) { // a datagram's sender (datagram_source reads it back); bit 28: a GRH is in the buffer, as mlx5 says
+        cqe->flags_rqpn = htobe32((e.src_qpn & 0xffffff) | 1u << 28);
         auto* t = reinterpret_cast<std::uint8_t*>(&cqe->timestamp);
         std::memcpy(t, &e.src_addr, 4);
         std::memcpy(t + 4, &e.src_port, 2);
@@ -571,6 +571,15 @@ void Device::add_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qp
         if (peer.sin_port != 0 && p.addr == peer.sin_addr.s_addr && p.port == peer.sin_port && p.qpn == qpn)
             return; // known already
     qp->datagram_peers_.push_back({peer.sin_addr.s_addr, peer.sin_port, peer.sin_port ? qpn : 0});
+}
+
+bool Device::set_datagram_qkey(Qp* qp, std::uint32_t qkey)
+{
+    std::lock_guard lock(mutex_);
+    if (!qp->datagram_ || qkey == 0)
+        return false;
+    qp->datagram_qkey_ = qkey;
+    return true;
 }
 
 void Device::remove_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qpn)
@@ -1005,9 +1014,12 @@ bool Device::execute_send_queue(Qp& qp)
         // A NOP moves nothing: it completes in order, once everything
         // before it has (memory-window binds are ordered this way).
         const bool nop = opcode == MLX5_OPCODE_NOP;
-        // A datagram queue pair runs datagram sends and NOPs only.
-        const bool datagram_send = opcode == kDatagramSendOpcode;
-        const bool known = qp.datagram_ ? datagram_send || nop
+        // A datagram queue pair runs datagram sends and NOPs only: the
+        // softnic's opcode, or for one that takes address vectors a SEND
+        // with an mlx5 datagram segment.
+        const bool datagram_send = opcode == kDatagramSendOpcode && qp.datagram_qkey_ == 0;
+        const bool av_send = opcode == MLX5_OPCODE_SEND && qp.datagram_qkey_ != 0;
+        const bool known = qp.datagram_ ? datagram_send || av_send || nop
                                         : rdma || atomic || nop || opcode == MLX5_OPCODE_SEND ||
                                               opcode == MLX5_OPCODE_SEND_IMM || opcode == MLX5_OPCODE_SEND_INVAL;
         std::uint64_t raddr = 0;
@@ -1018,6 +1030,13 @@ bool Device::execute_send_queue(Qp& qp)
             raddr = be64toh(r->raddr);
             rkey = be32toh(r->rkey);
             first_data = atomic ? 3 : 2;
+        }
+        mlx5_wqe_av av{};
+        if (known && av_send) { // three segments, which may wrap at the queue's end
+            static_assert(sizeof(mlx5_wqe_datagram_seg) == 48);
+            for (std::uint32_t i = 0; i < 3; ++i)
+                std::memcpy(reinterpret_cast<std::uint8_t*>(&av) + 16 * i, seg(bb, 1 + i), 16);
+            first_data = 4;
         }
         // Gather (or, for READ, record the scatter list), checking every key.
         bool local_ok = known && ds >= first_data && ds - first_data <= (qp.max_inline_ + 4 + 15) / 16 + kMaxSge &&
@@ -1076,7 +1095,7 @@ bool Device::execute_send_queue(Qp& qp)
             local_ok = false;
         if (atomic && (ds != 4 || f.length != 8))
             local_ok = false;
-        if (datagram_send && f.length > kMaxDatagramPayload)
+        if ((datagram_send || av_send) && f.length > kMaxDatagramPayload)
             local_ok = false;
         qp.sq_next_ += bbs;
         worked = true;
@@ -1101,6 +1120,12 @@ bool Device::execute_send_queue(Qp& qp)
             d.count = direct_iovs;
             d.first = 0;
             qp.inflight_.push_back(f);
+            continue;
+        }
+        if (av_send) { // as kDatagramSendOpcode below
+            send_to_address_vector(qp, av, payload.data(), f.length);
+            if (signaled)
+                qp.send_cq_->push({MLX5_CQE_REQ, 0, false, wqe_index, f.length, 0, qp.qpn_});
             continue;
         }
         switch (opcode) {
@@ -1251,6 +1276,33 @@ void Device::send_datagram(Qp& qp, std::uint64_t destination, std::uint32_t dest
     }
 }
 
+Qp* Device::address_vector_qp(std::uint32_t qpn, std::uint32_t qkey, std::uint32_t addr) const
+{
+    for (Qp* q : qps_)
+        if (q->qpn_ == qpn && q->datagram_ && q->datagram_qkey_ == qkey && q->datagram_local_.sin_addr.s_addr == addr &&
+            q->state() == QpState::ready)
+            return q;
+    return nullptr;
+}
+
+void Device::send_to_address_vector(Qp& qp, const mlx5_wqe_av& av, const std::uint8_t* payload, std::uint32_t length)
+{
+    // The extended form (it has the GID), an IPv4-mapped GID (RoCE v2 over
+    // IPv4), our qkey, and a queue pair of this device that takes it.
+    static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    const std::uint32_t dqp = be32toh(av.dqp_dct);
+    std::uint32_t addr;
+    std::memcpy(&addr, av.rgid + 12, 4);
+    const Qp* to = (dqp & MLX5_EXTENDED_UD_AV) && std::memcmp(av.rgid, kMapped, sizeof kMapped) == 0
+                       ? address_vector_qp(dqp & 0xffffff, be32toh(av.key.qkey.qkey), addr)
+                       : nullptr;
+    if (!to) { // unreliable: the datagram is lost, the send completes
+        qp.datagrams_dropped_.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    send_datagram(qp, datagram_destination(to->datagram_local_), to->qpn_, payload, length);
+}
+
 bool Device::receive_datagrams(Qp& qp)
 {
     bool worked = false;
@@ -1279,9 +1331,14 @@ bool Device::receive_datagrams(Qp& qp)
             continue;
         }
         const std::uint32_t src_qpn = get_be32(header + 4);
-        const bool known = std::any_of(qp.datagram_peers_.begin(), qp.datagram_peers_.end(), [&](const Qp::DatagramPeer& p) {
-            return p.addr == from.sin_addr.s_addr && (p.port == 0 || (p.port == from.sin_port && p.qpn == src_qpn));
-        });
+        // One that takes address vectors: from such a queue pair of this
+        // device with our qkey, at the address and port it is bound to.
+        const Qp* sender = qp.datagram_qkey_ ? address_vector_qp(src_qpn, qp.datagram_qkey_, from.sin_addr.s_addr) : nullptr;
+        const bool known = qp.datagram_qkey_
+            ? sender && sender->datagram_local_.sin_port == from.sin_port
+            : std::any_of(qp.datagram_peers_.begin(), qp.datagram_peers_.end(), [&](const Qp::DatagramPeer& p) {
+                  return p.addr == from.sin_addr.s_addr && (p.port == 0 || (p.port == from.sin_port && p.qpn == src_qpn));
+              });
         if (!known) {
             drop();
             continue;

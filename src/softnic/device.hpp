@@ -363,6 +363,8 @@ private:
         std::uint32_t qpn;
     };
     bool datagram_ = false;
+    // Nonzero: the queue pair takes address vectors (set_datagram_qkey).
+    std::uint32_t datagram_qkey_ = 0;
     sockaddr_in datagram_local_{};
     std::vector<DatagramPeer> datagram_peers_;
     std::atomic<std::uint32_t> datagrams_dropped_{0};
@@ -408,6 +410,17 @@ public:
     // end), until removed (one such entry per remove).
     void add_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qpn);
     void remove_datagram_peer(Qp* qp, const sockaddr_in& peer, std::uint32_t qpn);
+    // Makes datagram queue pair `qp` one that sends as an mlx5 UD queue pair
+    // does (for the software mlx5 device, tests/fake_mlx5): a SEND whose
+    // datagram segment (mlx5_wqe_datagram_seg, the extended address vector)
+    // names the destination by its IPv4-mapped GID and queue pair number,
+    // with `qkey` (nonzero). Such a destination is a queue pair of this
+    // device (loopback, as a NIC delivers to its own GID): a datagram queue
+    // pair bound to that address, taking address vectors with the same
+    // qkey; a segment naming anything else is dropped and counted. It takes
+    // datagrams from any such queue pair of this device (no peer list).
+    // False when `qp` is not a datagram queue pair or `qkey` is 0.
+    bool set_datagram_qkey(Qp* qp, std::uint32_t qkey);
 
     // Breaks the connection: every outstanding WQE completes as flushed.
     // The peer is told it was deliberate (its side ends orderly), also when
@@ -492,6 +505,12 @@ private:
     // Sends one datagram of `payload` to the destination a WQE names.
     void send_datagram(Qp& qp, std::uint64_t destination, std::uint32_t dest_qpn, const std::uint8_t* payload,
                        std::uint32_t length);
+    // Sends one datagram to the queue pair of this device that address
+    // vector `av` names (set_datagram_qkey), or drops and counts it.
+    void send_to_address_vector(Qp& qp, const mlx5_wqe_av& av, const std::uint8_t* payload, std::uint32_t length);
+    // The datagram queue pair of this device that takes address vectors
+    // with `qkey`, numbered `qpn`, bound to `addr` (network byte order).
+    Qp* address_vector_qp(std::uint32_t qpn, std::uint32_t qkey, std::uint32_t addr) const;
     // Handles the complete frames of qp.in_; false when the queue pair
     // failed (or the frames stop for good).
     bool parse_frames(Qp& qp);

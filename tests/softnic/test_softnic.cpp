@@ -1097,3 +1097,158 @@ TEST(SoftnicDatagram, AnAddressWithoutPortIsTakenUntilRemoved)
     ASSERT_TRUE(wait_dropped(dev, b.qp, 1)); // a stranger again
     EXPECT_TRUE(b.quiet(b.recv_cq));
 }
+
+// --- datagram queue pairs that take mlx5 address vectors (the software mlx5 device's UD) ---
+
+namespace {
+
+constexpr std::uint32_t kQkey = 0x01234567;
+
+// The extended address vector a RoCE v2 address handle to `to` has (the
+// port, per queue pair on the softnic, is not in it: the QPN finds it).
+mlx5_wqe_av av_to(const sockaddr_in& to)
+{
+    mlx5_wqe_av av{};
+    av.rlid = htobe16(0xc000); // RoCE v2's UDP source port
+    av.hop_limit = 64;
+    av.grh_gid_fl = htobe32(1u << 30);
+    av.rgid[10] = av.rgid[11] = 0xff;
+    std::memcpy(av.rgid + 12, &to.sin_addr.s_addr, 4);
+    return av;
+}
+
+// Two datagram queue pairs taking address vectors with kQkey; no peer lists.
+struct AvPair {
+    AvPair() : pd(dev.alloc_pd()), a(dev, pd), b(dev, pd)
+    {
+        EXPECT_TRUE(dev.open_datagrams(a.qp, loopback(), a_addr));
+        EXPECT_TRUE(dev.open_datagrams(b.qp, loopback(), b_addr));
+        EXPECT_TRUE(dev.set_datagram_qkey(a.qp, kQkey));
+        EXPECT_TRUE(dev.set_datagram_qkey(b.qp, kQkey));
+    }
+    void send(Endpoint& from, const mlx5_wqe_av& av, std::uint32_t qpn, std::uint32_t qkey, Sge s, std::uint64_t cookie,
+              std::uint8_t opcode = MLX5_OPCODE_SEND)
+    {
+        ASSERT_TRUE(from.sq.post_datagram(opcode, &s, 1, s.length, av, qpn, qkey, 0, MLX5_WQE_CTRL_CQ_UPDATE, cookie,
+                                          opcode));
+        from.sq.ring();
+    }
+    softnic::Device dev;
+    std::uint32_t pd;
+    Endpoint a, b;
+    sockaddr_in a_addr{}, b_addr{};
+};
+
+} // namespace
+
+TEST(SoftnicDatagram, AddressVectorSendsArriveBothWaysWithTheirSender)
+{
+    AvPair p;
+    std::vector<char> src(300, 'q'), dst(400, 0);
+    for (std::size_t i = 0; i < src.size(); ++i)
+        src[i] = static_cast<char>(i);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    Sge r = sge_of(dst, kd);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 0xb1));
+    p.send(p.a, av_to(p.b_addr), p.b.qp->qpn(), kQkey, sge_of(src, ks), 0xa1);
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+    EXPECT_EQ(be32toh(c.byte_cnt), softnic::kGrhSize + 300);
+    EXPECT_EQ(be32toh(c.flags_rqpn) & 0xffffff, p.a.qp->qpn());
+    EXPECT_EQ((be32toh(c.flags_rqpn) >> 28) & 3, 1u); // a GRH, as mlx5 says
+    EXPECT_EQ(std::memcmp(dst.data() + softnic::kGrhSize, src.data(), 300), 0);
+    EXPECT_EQ(p.b.rq.complete_oldest(), 0xb1u);
+    // And back.
+    Sge back = sge_of(dst, kd, 0, 100);
+    ASSERT_TRUE(p.a.rq.post(&back, 1, 0xa2));
+    p.send(p.b, av_to(p.a_addr), p.a.qp->qpn(), kQkey, sge_of(src, ks, 0, 60), 0xb2);
+    ASSERT_TRUE(p.a.next(p.a.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+    EXPECT_EQ(be32toh(c.flags_rqpn) & 0xffffff, p.b.qp->qpn());
+    EXPECT_EQ(std::memcmp(dst.data() + softnic::kGrhSize, src.data(), 60), 0);
+    EXPECT_EQ(p.a.qp->datagrams_dropped() + p.b.qp->datagrams_dropped(), 0u);
+}
+
+TEST(SoftnicDatagram, MalformedAddressVectorsAreDroppedAndCountedAtTheSender)
+{
+    AvPair p;
+    softnic::Qp* other_qkey_qp = nullptr;
+    Endpoint c3(p.dev, p.pd);
+    sockaddr_in c3_addr{};
+    ASSERT_TRUE(p.dev.open_datagrams(c3.qp, loopback(), c3_addr));
+    ASSERT_TRUE(p.dev.set_datagram_qkey(c3.qp, kQkey + 1));
+    other_qkey_qp = c3.qp;
+    EXPECT_FALSE(p.dev.set_datagram_qkey(c3.qp, 0));
+    std::vector<char> src(8, 's'), dst(200, 'c');
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    Sge r = sge_of(dst, kd);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+    Sge r3 = sge_of(dst, kd);
+    ASSERT_TRUE(c3.rq.post(&r3, 1, 1));
+    const std::uint32_t b = p.b.qp->qpn();
+    mlx5_wqe_av not_mapped = av_to(p.b_addr);
+    not_mapped.rgid[10] = 0;
+    sockaddr_in elsewhere = p.b_addr;
+    elsewhere.sin_addr.s_addr = htonl(0x7f000002);
+    p.send(p.a, av_to(p.b_addr), b, kQkey + 1, sge_of(src, ks), 1);               // wrong qkey
+    p.send(p.a, av_to(p.b_addr), b + 100, kQkey, sge_of(src, ks), 2);             // no such queue pair
+    p.send(p.a, not_mapped, b, kQkey, sge_of(src, ks), 3);                        // not an IPv4-mapped GID
+    p.send(p.a, av_to(elsewhere), b, kQkey, sge_of(src, ks), 4);                  // not where it is bound
+    p.send(p.a, av_to(c3_addr), other_qkey_qp->qpn(), kQkey, sge_of(src, ks), 5); // its qkey is another
+    // Not extended: the post sets the bit, so clear it in the WQE as written.
+    ASSERT_TRUE(p.a.sq.post_datagram(MLX5_OPCODE_SEND, nullptr, 0, 0, av_to(p.b_addr), b, kQkey, 0,
+                                     MLX5_WQE_CTRL_CQ_UPDATE, 6, MLX5_OPCODE_SEND));
+    const std::uint32_t last = p.a.sq.producer_index() - 1;
+    auto* wqe = reinterpret_cast<std::uint8_t*>(p.a.qp->descriptor().sq.buf) + (last & (p.a.qp->descriptor().sq.wqe_cnt - 1)) * 64;
+    reinterpret_cast<mlx5_wqe_datagram_seg*>(wqe + 16)->av.dqp_dct = htobe32(b);
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    for (std::uint64_t i = 1; i <= 6; ++i) { // each completes: a lost datagram is no error on UD
+        ASSERT_TRUE(p.a.next(p.a.send_cq, c)) << i;
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ) << i;
+        EXPECT_EQ(p.a.sq.slot(be16toh(c.wqe_counter)).cookie, i);
+    }
+    EXPECT_EQ(p.a.qp->datagrams_dropped(), 6u);
+    EXPECT_TRUE(p.b.quiet(p.b.recv_cq));
+    EXPECT_TRUE(c3.quiet(c3.recv_cq));
+    EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](char ch) { return ch == 'c'; }));
+    // The sender goes on.
+    p.send(p.a, av_to(p.b_addr), b, kQkey, sge_of(src, ks), 7);
+    ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
+}
+
+TEST(SoftnicDatagram, AddressVectorQueuePairsTakeNoStrangersAndNoSoftnicOpcode)
+{
+    AvPair p;
+    std::vector<char> src(8, 's'), dst(200, 'c');
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+    Sge r = sge_of(dst, kd);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+    // A well-formed softnic datagram from a socket that is no queue pair of this device.
+    std::vector<std::uint8_t> d(16 + 8, 'x');
+    const std::uint32_t v[4] = {0x46445544, p.a.qp->qpn(), p.b.qp->qpn(), 8};
+    for (int i = 0; i < 4; ++i) {
+        const std::uint32_t be = htobe32(v[i]);
+        std::memcpy(d.data() + 4 * i, &be, 4);
+    }
+    send_raw(p.b_addr, d.data(), d.size());
+    ASSERT_TRUE(wait_dropped(p.dev, p.b.qp, 1));
+    EXPECT_TRUE(p.b.quiet(p.b.recv_cq));
+    EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](char ch) { return ch == 'c'; }));
+    // The softnic's own datagram opcode is not what such a queue pair runs.
+    const fastpath::RemoteAddress to{softnic::datagram_destination(p.b_addr), p.b.qp->qpn()};
+    Sge s = sge_of(src, ks);
+    ASSERT_TRUE(p.a.sq.post(softnic::kDatagramSendOpcode, &s, 1, 8, &to, 0, MLX5_WQE_CTRL_CQ_UPDATE, 5));
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+}
