@@ -108,7 +108,7 @@ inline DAT_RETURN post_atomic(Ep* ep, bool compare_swap, const DAT_LMR_TRIPLET& 
 
 // One datagram of a UD endpoint to the peer address handle `ah` names
 // (checked by the engine: a handle it did not make is refused, not read),
-// queue pair `qpn`. The softnic and the generic verbs path have UD endpoints.
+// queue pair `qpn`.
 inline DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
                                 DAT_DTO_COOKIE cookie, const void* ah, std::uint32_t qpn, DAT_COMPLETION_FLAGS flags)
 {
@@ -118,7 +118,7 @@ inline DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov,
     case PathKind::verbs:
         return verbs_path::post_datagram(ep, n, iov, total, cookie.as_64, ah, qpn, flags);
     case PathKind::mlx5:
-        break;
+        return mlx5_path::post_datagram(ep, n, iov, total, cookie.as_64, ah, qpn, fastpath::control_flags(flags));
     }
     return error(DAT_MODEL_NOT_SUPPORTED);
 }

@@ -55,11 +55,11 @@ ibv_cq* create_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, void
     return cq ? ibv_cq_ex_to_cq(cq) : nullptr;
 }
 
-ibv_qp* create_rc_qp(ibv_context* context, ibv_pd* parent_pd, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
-                     const ibv_qp_cap& cap, ibv_qp_cap* actual)
+ibv_qp* create_direct_qp(ibv_context* context, ibv_qp_type type, ibv_pd* parent_pd, ibv_cq* send_cq, ibv_cq* recv_cq,
+                         ibv_srq* srq, const ibv_qp_cap& cap, ibv_qp_cap* actual)
 {
     ibv_qp_init_attr_ex attr{};
-    attr.qp_type = IBV_QPT_RC;
+    attr.qp_type = type;
     attr.send_cq = send_cq;
     attr.recv_cq = recv_cq;
     attr.srq = srq;

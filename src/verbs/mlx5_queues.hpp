@@ -55,13 +55,13 @@ void destroy_mlx5_resources(Mlx5Resources& r); // after every QP on parent_pd is
 // CompletionQueue, never ibv_poll_cq / ibv_req_notify_cq.
 ibv_cq* create_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, void* cq_context);
 
-// An RC QP (mlx5dv_create_qp) on `parent_pd` (Mlx5Resources) with
+// An RC or UD (`type`) QP (mlx5dv_create_qp) on `parent_pd` (Mlx5Resources) with
 // scatter-to-CQE disabled, so received data is always in the receive
 // buffers (the poll still handles inline-scattered CQEs: CompletionQueue::
 // scatter_inline). `actual`, if given, receives the capabilities the device
 // granted (max_inline_data is what init_send_queue needs).
-ibv_qp* create_rc_qp(ibv_context* context, ibv_pd* parent_pd, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
-                     const ibv_qp_cap& cap, ibv_qp_cap* actual = nullptr);
+ibv_qp* create_direct_qp(ibv_context* context, ibv_qp_type type, ibv_pd* parent_pd, ibv_cq* send_cq, ibv_cq* recv_cq,
+                         ibv_srq* srq, const ibv_qp_cap& cap, ibv_qp_cap* actual = nullptr);
 
 // Queue sizes a caller needs before init_*: send basic blocks (the number
 // of SendSlots) and receive WQEs (cookies); 0 when mlx5dv_init_obj fails.

@@ -73,6 +73,24 @@ struct Qp {
     std::uint32_t reset_db[2] = {0, 0}; // doorbell records when it entered RESET
 };
 
+// An address handle: the address vector a UD send's datagram segment
+// copies (mlx5dv_init_obj, MLX5DV_OBJ_AH). The model's UD queue pairs are
+// the softnic's datagram queue pairs that take address vectors
+// (softnic::Device::set_datagram_qkey), each on a UDP socket of its own
+// bound to 127.0.0.1. What it reads of a WQE's AV is what a RoCE v2 NIC
+// does: the destination GID (rgid; IPv4-mapped, the only kind it makes),
+// the queue pair (dqp_dct, with the extended-AV bit) and the qkey. The
+// softnic port of that queue pair is in no AV field: an AH names a host,
+// not a queue pair (rdma_cm's passive side builds its own from GIDs), so
+// the device finds the queue pair by number among its own, as a NIC
+// delivers to its own GID (loopback). rlid holds RoCE v2's UDP source
+// port, rmac lo's (zero) MAC, as rdma-core fills them.
+struct Ah {
+    ibv_ah ah{};
+    mlx5_wqe_av av{};
+    Pd* pd = nullptr;
+};
+
 // The model's state is never destroyed: its threads (the pump, the softnic's
 // engine) run until the process exits, after static destructors.
 extern std::recursive_mutex& g_mu; // every object table; never taken under the softnic's lock

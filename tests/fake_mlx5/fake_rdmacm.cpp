@@ -22,6 +22,11 @@ namespace {
 
 constexpr int kReqPrivate = 56, kRepPrivate = 196, kRejPrivate = 148;
 constexpr int kRejTimeout = 4, kRejInvalidServiceId = 8, kRejConsumer = 28; // IB CM reject reasons
+// UD ids (RDMA_PS_UDP) exchange SIDR messages: a request with 216 bytes for
+// the consumer, a reply with 136; the reply's status (the UNREACHABLE
+// event's) says why not.
+constexpr int kSidrReqPrivate = 216, kSidrRepPrivate = 136;
+constexpr int kSidrUnsupported = 1, kSidrReject = 2;
 
 enum class IdState { idle, bound, listening, addr_resolved, route_resolved, connecting, req_rcvd, established, disconnected, ended };
 
@@ -86,10 +91,11 @@ bool same_host(const sockaddr* a, const sockaddr* b)
                                           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
 }
 
-bool port_taken(const sockaddr* a, std::uint16_t port)
+// Within one port space (TCP and UDP ones are apart).
+bool port_taken(rdma_port_space ps, const sockaddr* a, std::uint16_t port)
 {
     for (Id* o : g_ids)
-        if (o->bound && port_of(src(o)) == port &&
+        if (o->bound && o->id.ps == ps && port_of(src(o)) == port &&
             (is_any(src(o)) || is_any(a) || same_host(src(o), a) || src(o)->sa_family != a->sa_family))
             return true;
     return false;
@@ -127,6 +133,48 @@ void deliver(Id* to, rdma_cm_event_type type, int status, const void* pdata = nu
     e->acker = listener ? listener : to;
     ++e->acker->unacked;
     reinterpret_cast<EvChannel*>(to->id.channel)->q.push(e);
+}
+
+// The same for a UD id: its private data goes in param.ud; an ESTABLISHED
+// (the SIDR reply that accepts) carries the route to the peer, its queue
+// pair and rdma_cm's qkey.
+void deliver_ud(Id* to, rdma_cm_event_type type, int status, const void* pdata, int len, int field,
+                Id* listener = nullptr, const ibv_ah_attr* ah = nullptr, std::uint32_t qpn = 0)
+{
+    auto* e = new Event;
+    e->ev.id = &to->id;
+    e->ev.listen_id = listener ? &listener->id : nullptr;
+    e->ev.event = type;
+    e->ev.status = status;
+    if (pdata && len)
+        std::memcpy(e->pdata, pdata, static_cast<std::size_t>(std::min(len, field)));
+    e->ev.param.ud.private_data = e->pdata;
+    e->ev.param.ud.private_data_len = static_cast<std::uint8_t>(field);
+    if (ah) {
+        e->ev.param.ud.ah_attr = *ah;
+        e->ev.param.ud.qp_num = qpn;
+        e->ev.param.ud.qkey = RDMA_UDP_QKEY;
+    }
+    e->acker = listener ? listener : to;
+    ++e->acker->unacked;
+    reinterpret_cast<EvChannel*>(to->id.channel)->q.push(e);
+}
+
+// The route a SIDR reply gives the requester: RoCE v2 to the address it asked for.
+ibv_ah_attr route_to(const sockaddr* a)
+{
+    ibv_ah_attr ah{};
+    ah.is_global = 1;
+    ah.port_num = 1;
+    ah.grh.hop_limit = 64;
+    ah.grh.sgid_index = 0;
+    if (a->sa_family == AF_INET) {
+        ah.grh.dgid.raw[10] = ah.grh.dgid.raw[11] = 0xff;
+        std::memcpy(&ah.grh.dgid.raw[12], &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, 4);
+    } else {
+        std::memcpy(ah.grh.dgid.raw, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, 16);
+    }
+    return ah;
 }
 
 // Ends the pairing of a request or connection from `i`'s side.
@@ -196,14 +244,14 @@ FAKE_API void rdma_free_devices(ibv_context** list) { std::free(list); }
 
 FAKE_API int rdma_create_id(rdma_event_channel* ch, rdma_cm_id** out, void* context, rdma_port_space ps)
 {
-    if (ps != RDMA_PS_TCP || !ch)
+    if ((ps != RDMA_PS_TCP && ps != RDMA_PS_UDP) || !ch)
         return fail(EINVAL); // only what the provider uses
     std::lock_guard lock(g_mu);
     auto* i = new Id;
     i->id.channel = ch;
     i->id.context = context;
     i->id.ps = ps;
-    i->id.qp_type = IBV_QPT_RC;
+    i->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
     g_ids.push_back(i);
     *out = &i->id;
     return 0;
@@ -220,10 +268,10 @@ FAKE_API int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr)
     std::uint16_t port = port_of(addr);
     if (port == 0) { // rdma_cm picks a free one
         static std::uint16_t next = 40000;
-        for (int tries = 0; tries < 20000 && (port == 0 || port_taken(addr, port)); ++tries)
+        for (int tries = 0; tries < 20000 && (port == 0 || port_taken(id->ps, addr, port)); ++tries)
             port = next = static_cast<std::uint16_t>(next >= 60000 ? 40000 : next + 1);
     }
-    if (port_taken(addr, port))
+    if (port_taken(id->ps, addr, port))
         return fail(EADDRINUSE);
     std::memcpy(src(i), addr, size_of(addr));
     set_port(src(i), port);
@@ -302,16 +350,22 @@ FAKE_API int rdma_connect(rdma_cm_id* id, rdma_conn_param* param)
 {
     std::lock_guard lock(g_mu);
     Id* i = id_of(id);
-    if (i->st != IdState::route_resolved || !param || param->private_data_len > kReqPrivate)
+    const bool sidr = id->ps == RDMA_PS_UDP;
+    if (i->st != IdState::route_resolved || !param || param->private_data_len > (sidr ? kSidrReqPrivate : kReqPrivate))
         return fail(EINVAL);
-    if (!id->qp)
+    if (!id->qp && !sidr)
         trap("rdma_connect without id->qp (CONNECT_RESPONSE flow) is not modelled");
     Id* listener = nullptr;
     for (Id* o : g_ids)
-        if (o->st == IdState::listening && port_of(src(o)) == port_of(dst(i)) &&
+        if (o->st == IdState::listening && o->id.ps == id->ps && port_of(src(o)) == port_of(dst(i)) &&
             (same_host(src(o), dst(i)) || (is_any(src(o)) && src(o)->sa_family == dst(i)->sa_family)))
             listener = o;
     i->st = IdState::connecting;
+    if (!listener && sidr) { // a SIDR reply: the service is not supported there
+        i->st = IdState::ended;
+        deliver_ud(i, RDMA_CM_EVENT_UNREACHABLE, kSidrUnsupported, nullptr, 0, kSidrRepPrivate);
+        return 0;
+    }
     if (!listener) { // the peer's CM: no listener for this service ID
         i->st = IdState::ended;
         deliver(i, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId, nullptr, 0, kRejPrivate);
@@ -321,9 +375,9 @@ FAKE_API int rdma_connect(rdma_cm_id* id, rdma_conn_param* param)
     n->id.verbs = shared_context();
     n->id.channel = listener->id.channel;
     n->id.context = listener->id.context;
-    n->id.ps = RDMA_PS_TCP;
+    n->id.ps = id->ps;
     n->id.port_num = 1;
-    n->id.qp_type = IBV_QPT_RC;
+    n->id.qp_type = id->qp_type;
     std::memcpy(src(n), dst(i), size_of(dst(i)));
     std::memcpy(dst(n), src(i), size_of(src(i)));
     n->st = IdState::req_rcvd;
@@ -331,7 +385,11 @@ FAKE_API int rdma_connect(rdma_cm_id* id, rdma_conn_param* param)
     n->peer = i;
     i->peer = n;
     g_ids.push_back(n);
-    deliver(n, RDMA_CM_EVENT_CONNECT_REQUEST, 0, param->private_data, param->private_data_len, kReqPrivate, listener);
+    if (sidr) // a SIDR request carries no queue pair number
+        deliver_ud(n, RDMA_CM_EVENT_CONNECT_REQUEST, 0, param->private_data, param->private_data_len, kSidrReqPrivate,
+                   listener);
+    else
+        deliver(n, RDMA_CM_EVENT_CONNECT_REQUEST, 0, param->private_data, param->private_data_len, kReqPrivate, listener);
     return 0;
 }
 
@@ -339,6 +397,19 @@ FAKE_API int rdma_accept(rdma_cm_id* id, rdma_conn_param* param)
 {
     std::lock_guard lock(g_mu);
     Id* n = id_of(id);
+    if (id->ps == RDMA_PS_UDP) { // the SIDR reply: the requester learns our queue pair; nothing comes back
+        if (n->st != IdState::req_rcvd || !param || param->private_data_len > kSidrRepPrivate || param->qp_num == 0)
+            return fail(EINVAL);
+        n->st = IdState::ended;
+        if (Id* a = n->peer) {
+            a->st = IdState::ended;
+            const ibv_ah_attr ah = route_to(src(n));
+            deliver_ud(a, RDMA_CM_EVENT_ESTABLISHED, 0, param->private_data, param->private_data_len, kSidrRepPrivate,
+                       nullptr, &ah, param->qp_num);
+        }
+        unlink(n);
+        return 0;
+    }
     if (n->st != IdState::req_rcvd || (param && param->private_data_len > kRepPrivate))
         return fail(EINVAL);
     if (!id->qp)
@@ -372,12 +443,16 @@ FAKE_API int rdma_reject(rdma_cm_id* id, const void* pdata, uint8_t len)
 {
     std::lock_guard lock(g_mu);
     Id* n = id_of(id);
-    if (n->st != IdState::req_rcvd || len > kRejPrivate)
+    const bool sidr = id->ps == RDMA_PS_UDP;
+    if (n->st != IdState::req_rcvd || len > (sidr ? kSidrRepPrivate : kRejPrivate))
         return fail(EINVAL);
     n->st = IdState::ended;
     if (Id* a = n->peer) {
         a->st = IdState::ended;
-        deliver(a, RDMA_CM_EVENT_REJECTED, kRejConsumer, pdata, len, kRejPrivate);
+        if (sidr) // a SIDR reply that says no
+            deliver_ud(a, RDMA_CM_EVENT_UNREACHABLE, kSidrReject, pdata, len, kSidrRepPrivate);
+        else
+            deliver(a, RDMA_CM_EVENT_REJECTED, kRejConsumer, pdata, len, kRejPrivate);
     }
     unlink(n);
     return 0;
@@ -435,9 +510,14 @@ FAKE_API int rdma_destroy_id(rdma_cm_id* id)
         if (i->st == IdState::established) {
             p->st = IdState::disconnected;
             deliver(p, RDMA_CM_EVENT_DISCONNECTED, 0);
+        } else if (i->st == IdState::connecting && id->ps == RDMA_PS_UDP) {
+            // A SIDR request whose sender went: its reply will find nobody.
         } else if (i->st == IdState::connecting) {
             p->st = IdState::ended;
             deliver(p, RDMA_CM_EVENT_REJECTED, kRejTimeout, nullptr, 0, kRejPrivate);
+        } else if (i->st == IdState::req_rcvd && id->ps == RDMA_PS_UDP) {
+            p->st = IdState::ended; // the CM rejects a SIDR request left unanswered
+            deliver_ud(p, RDMA_CM_EVENT_UNREACHABLE, kSidrReject, nullptr, 0, kSidrRepPrivate);
         } else if (i->st == IdState::req_rcvd) {
             p->st = IdState::ended;
             deliver(p, RDMA_CM_EVENT_REJECTED, kRejConsumer, nullptr, 0, kRejPrivate);

@@ -95,6 +95,7 @@ std::condition_variable_any& g_acked = *new std::condition_variable_any;
 namespace {
 
 std::vector<Qp*>& g_qps = *new std::vector<Qp*>;
+std::vector<Ah*>& g_ahs = *new std::vector<Ah*>;
 std::vector<Cq*>& g_cqs = *new std::vector<Cq*>;
 std::vector<Srq*>& g_srqs = *new std::vector<Srq*>;
 std::uint32_t g_next_cqn = 1;
@@ -769,7 +770,7 @@ namespace {
 ibv_qp* create_qp(Pd* p, ibv_qp_init_attr_ex* a, bool direct)
 {
     ibv_qp_cap& cap = a->cap;
-    if (a->qp_type != IBV_QPT_RC || !a->send_cq || !a->recv_cq || cap.max_send_wr > 16384 || cap.max_recv_wr > 16384 ||
+    if ((a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UD) || !a->send_cq || !a->recv_cq || cap.max_send_wr > 16384 || cap.max_recv_wr > 16384 ||
         cap.max_send_sge > 16 || cap.max_recv_sge > 16 || cap.max_inline_data > 256) {
         errno = EINVAL;
         return nullptr;
@@ -789,6 +790,16 @@ ibv_qp* create_qp(Pd* p, ibv_qp_init_attr_ex* a, bool direct)
         errno = ENOMEM;
         return nullptr;
     }
+    if (a->qp_type == IBV_QPT_UD) { // a datagram queue pair on the port's address (see fake.hpp)
+        sockaddr_in local{}, bound{};
+        local.sin_family = AF_INET;
+        local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (!device().open_datagrams(s, local, bound)) {
+            device().destroy_qp(s);
+            errno = ENOMEM;
+            return nullptr;
+        }
+    }
     auto* q = new Qp;
     q->sq = s;
     q->pd = p;
@@ -803,7 +814,7 @@ ibv_qp* create_qp(Pd* p, ibv_qp_init_attr_ex* a, bool direct)
     q->qp.srq = a->srq;
     q->qp.qp_num = s->qpn();
     q->qp.state = IBV_QPS_RESET;
-    q->qp.qp_type = IBV_QPT_RC;
+    q->qp.qp_type = a->qp_type;
     pthread_mutex_init(&q->qp.mutex, nullptr);
     pthread_cond_init(&q->qp.cond, nullptr);
     if (srq)
@@ -851,6 +862,16 @@ FAKE_API int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask)
 {
     if (!(mask & IBV_QP_STATE))
         return 0;
+    if (qp->qp_type == IBV_QPT_UD && attr->qp_state == IBV_QPS_INIT) {
+        // verbs: RESET to INIT of a UD queue pair names its qkey (and port, pkey).
+        if ((mask & (IBV_QP_QKEY | IBV_QP_PORT | IBV_QP_PKEY_INDEX)) != (IBV_QP_QKEY | IBV_QP_PORT | IBV_QP_PKEY_INDEX) ||
+            attr->port_num != 1 || attr->qkey == 0)
+            return EINVAL;
+        const int rc = set_state(qp_of(qp), QpState::init);
+        if (rc == 0 && !device().set_datagram_qkey(qp_of(qp)->sq, attr->qkey))
+            return EINVAL;
+        return rc;
+    }
     switch (attr->qp_state) {
     case IBV_QPS_RESET: return set_state(qp_of(qp), QpState::reset);
     case IBV_QPS_INIT: return set_state(qp_of(qp), QpState::init);
@@ -859,6 +880,70 @@ FAKE_API int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask)
     case IBV_QPS_ERR: return set_state(qp_of(qp), QpState::error);
     default: return EINVAL;
     }
+}
+
+// --- address handles ------------------------------------------------------------
+
+// RoCE v2 address handles over IPv4: the AV as rdma-core's mlx5 builds it
+// (see fake.hpp for what the model reads of it).
+FAKE_API ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr)
+{
+    static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    // RoCE needs a GRH; GID 0 is the port's only one; the model's datagrams are IPv4.
+    if (!pd || !attr || attr->port_num != 1 || !attr->is_global || attr->grh.sgid_index != 0 ||
+        std::memcmp(attr->grh.dgid.raw, kMapped, sizeof kMapped) != 0) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    auto* a = new Ah;
+    a->ah.context = pd->context;
+    a->ah.pd = pd;
+    mlx5_wqe_av& av = a->av;
+    av.stat_rate_sl = static_cast<std::uint8_t>(attr->sl & 0xf);
+    static std::atomic<std::uint16_t> sport{0};
+    av.rlid = htobe16(static_cast<std::uint16_t>(0xc000 | (sport++ & 0x3fff))); // RoCE v2: the UDP source port
+    // rmac: lo's, all zeros.
+    av.tclass = attr->grh.traffic_class;
+    av.hop_limit = attr->grh.hop_limit;
+    av.grh_gid_fl = htobe32(1u << 30 | static_cast<std::uint32_t>(attr->grh.sgid_index) << 20 |
+                            (attr->grh.flow_label & 0xfffff));
+    std::memcpy(av.rgid, attr->grh.dgid.raw, 16);
+    std::lock_guard lock(g_mu);
+    a->pd = reinterpret_cast<Pd*>(pd);
+    ++a->pd->users;
+    g_ahs.push_back(a);
+    return &a->ah;
+}
+
+FAKE_API int ibv_destroy_ah(ibv_ah* ah)
+{
+    std::lock_guard lock(g_mu);
+    auto* a = reinterpret_cast<Ah*>(ah);
+    const auto it = std::find(g_ahs.begin(), g_ahs.end(), a);
+    if (it == g_ahs.end())
+        trap("ibv_destroy_ah on %p, which is no live address handle (rdma-core would free it twice)", static_cast<void*>(ah));
+    g_ahs.erase(it);
+    --a->pd->users;
+    delete a;
+    return 0;
+}
+
+FAKE_API int _ibv_query_gid_ex(ibv_context*, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags,
+                               size_t entry_size)
+{
+    if (port != 1 || flags != 0 || entry_size < sizeof(ibv_gid_entry))
+        return EINVAL;
+    if (index != 0)
+        return ENODATA; // an empty entry
+    *entry = ibv_gid_entry{};
+    entry->gid.raw[10] = entry->gid.raw[11] = 0xff; // RoCE v2 of lo's 127.0.0.1, as ibv_query_gid
+    entry->gid.raw[12] = 127;
+    entry->gid.raw[15] = 1;
+    entry->gid_index = 0;
+    entry->port_num = 1;
+    entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+    entry->ndev_ifindex = 1;
+    return 0;
 }
 
 FAKE_API int ibv_destroy_qp(ibv_qp* qp)
@@ -935,7 +1020,14 @@ FAKE_API int mlx5dv_init_obj(mlx5dv_obj* obj, uint64_t types)
         o.tail = r->tail;
         o.comp_mask = 0;
     }
-    if (types & ~static_cast<uint64_t>(MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ))
+    if (types & MLX5DV_OBJ_AH) {
+        auto* a = reinterpret_cast<Ah*>(obj->ah.in);
+        if (std::find(g_ahs.begin(), g_ahs.end(), a) == g_ahs.end())
+            trap("mlx5dv_init_obj(MLX5DV_OBJ_AH) on %p, which is no live address handle", static_cast<void*>(obj->ah.in));
+        obj->ah.out->av = &a->av;
+        obj->ah.out->comp_mask = 0;
+    }
+    if (types & ~static_cast<uint64_t>(MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_AH))
         return EOPNOTSUPP;
     return 0;
 }

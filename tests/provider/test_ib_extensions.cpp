@@ -48,12 +48,11 @@ DAT_RETURN err(DAT_RETURN type, DAT_RETURN_SUBTYPE subtype)
 }
 constexpr auto kIbDtoEvent = static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT);
 
-// Whether `ia` should have UD endpoints: softnic IAs, and verbs IAs' generic
-// path on an Ethernet (RoCE) port; not the mlx5 direct path, not InfiniBand.
+// Whether `ia` should have UD endpoints: softnic IAs, and verbs IAs on an
+// Ethernet (RoCE) port, either path; not InfiniBand.
 bool ud_expected(DAT_IA_HANDLE ia)
 {
-    return !ia_is_verbs(ia) ||
-           (!ia_is_mlx5_direct(ia) && provider_specific(ia, "FASTDAPL_LINK_LAYER").value_or("") == "Ethernet");
+    return !ia_is_verbs(ia) || provider_specific(ia, "FASTDAPL_LINK_LAYER").value_or("") == "Ethernet";
 }
 
 const DAT_IB_EXTENSION_EVENT_DATA& ext_of(const DAT_EVENT& e)
@@ -162,7 +161,7 @@ TEST_F(IbExtensions, AttributesNameTheExtension)
     const std::string cas = provider_specific(ia, DAT_IB_ATTR_CMP_AND_SWAP).value_or("");
     EXPECT_TRUE(cas == "TRUE" || cas == "FALSE") << cas;
     EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_FETCH_AND_ADD).value_or(""), cas);
-    // UD endpoints on softnic IAs and verbs IAs' generic path over RoCE.
+    // UD endpoints on softnic IAs and verbs IAs over RoCE (either path).
     EXPECT_EQ(provider_specific(ia, DAT_IB_ATTR_UD).value_or(""), ud_expected(ia) ? "TRUE" : "FALSE");
     if (!atomics()) { // a device without atomics (the fake mlx5 device's FAKE_MLX5_NO_ATOMICS)
         DAT_EP_HANDLE a, b;
@@ -455,7 +454,7 @@ TEST_F(IbExtensions, UnreliableDatagramsWhereSupportedAndCollectivesNowhere)
     DAT_EP_HANDLE rc_ep = make_ep(dto_a, conn_a);
     DAT_LMR_TRIPLET l = local(0, 8);
     DAT_IB_ADDR_HANDLE ah{};
-    if (!ud_expected(ia)) { // mlx5 direct, InfiniBand ports
+    if (!ud_expected(ia)) { // InfiniBand ports
         EXPECT_EQ(type_of(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, &ud, &ep)), t(DAT_MODEL_NOT_SUPPORTED));
         EXPECT_EQ(type_of(dat_ib_post_send_ud(rc_ep, 1, &l, &ah, cookie(1), DAT_COMPLETION_DEFAULT_FLAG)),
                   t(DAT_MODEL_NOT_SUPPORTED));
@@ -470,7 +469,7 @@ TEST_F(IbExtensions, UnreliableDatagramsWhereSupportedAndCollectivesNowhere)
     EXPECT_EQ(type_of(dat_extension_op(rc_ep, static_cast<DAT_EXTENDED_OP>(0x7ff))), t(DAT_INVALID_PARAMETER));
 }
 
-// --- UD endpoints (softnic IAs, verbs IAs' generic path over RoCE) --------------------------------------------------------
+// --- UD endpoints (softnic IAs; verbs IAs over RoCE: the generic and the mlx5 direct path) ---------------------------
 
 class UdEndpoints : public IbExtensions {
 protected:

@@ -76,7 +76,7 @@ DAT_RETURN Mlx5Path::make_cq(Evd& evd, int cqe, ibv_comp_channel* channel, int w
     return DAT_SUCCESS;
 }
 
-// An RC QP on a parent domain of its own: its thread domain gives it a
+// An RC (or a UD endpoint's UD) QP on a parent domain of its own: its thread domain gives it a
 // doorbell register no other QP rings, so posts on different EPs need no
 // lock. Without one (an old kernel, a device without dynamic UARs) the EP
 // cannot have a QP. `init.cap` receives what the device granted.
@@ -91,10 +91,12 @@ ibv_qp* Mlx5Path::make_qp(Ep& ep, ibv_qp_init_attr& init)
         return nullptr;
     }
     ibv_qp_cap granted{};
-    ibv_qp* qp = verbs::create_rc_qp(context, r.parent_pd, init.send_cq, init.recv_cq, init.srq, init.cap, &granted);
+    ibv_qp* qp = verbs::create_direct_qp(context, init.qp_type, r.parent_pd, init.send_cq, init.recv_cq, init.srq,
+                                         init.cap, &granted);
     if (!qp) { // some devices copy nothing inline
         init.cap.max_inline_data = 0;
-        qp = verbs::create_rc_qp(context, r.parent_pd, init.send_cq, init.recv_cq, init.srq, init.cap, &granted);
+        qp = verbs::create_direct_qp(context, init.qp_type, r.parent_pd, init.send_cq, init.recv_cq, init.srq, init.cap,
+                                     &granted);
     }
     if (!qp) {
         verbs::destroy_mlx5_resources(r);
@@ -166,6 +168,17 @@ DAT_RETURN Mlx5Path::make_srq_ring(Srq& srq, ibv_srq* s)
     return DAT_SUCCESS;
 }
 
+std::uint64_t Mlx5Path::ah_destination(ibv_ah* ah)
+{
+    mlx5dv_ah dv{};
+    mlx5dv_obj obj{};
+    obj.ah.in = ah;
+    obj.ah.out = &dv;
+    if (mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH) != 0 || !dv.av)
+        return 0;
+    return reinterpret_cast<std::uintptr_t>(dv.av);
+}
+
 #else // built without libmlx5: the kind is never chosen
 
 bool Mlx5Path::usable(ibv_context*, std::string& data_path)
@@ -193,6 +206,10 @@ void Mlx5Path::release_queues(Ep& ep)
 DAT_RETURN Mlx5Path::make_srq_ring(Srq&, ibv_srq*)
 {
     return not_supported();
+}
+std::uint64_t Mlx5Path::ah_destination(ibv_ah*)
+{
+    return 0;
 }
 
 #endif

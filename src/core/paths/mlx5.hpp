@@ -8,7 +8,8 @@
 #pragma once
 
 #include "mlx5_reader.hpp"
-#include "queues.hpp" // fastpath
+#include "queues.hpp"  // fastpath
+#include "rdma_cm.hpp" // kDatagramQkey
 #include "verbs.hpp"
 
 #include <string>
@@ -67,6 +68,9 @@ protected:
     void release_queues(Ep& ep) override;
     void after_destroy_qp(Ep&, std::uint32_t) override {}
     DAT_RETURN make_srq_ring(Srq& srq, ibv_srq* s) override;
+    // A UD post copies the address handle's address vector (mlx5dv_ah) into
+    // its WQE: the entry holds a pointer to it, valid while the ibv_ah lives.
+    std::uint64_t ah_destination(ibv_ah* ah) override;
 };
 
 // --- data path (mlx5 direct) ---------------------------------------------------------------
@@ -111,6 +115,26 @@ inline DAT_RETURN post_atomic(Ep* ep, std::uint8_t opcode, const DAT_LMR_TRIPLET
     return DAT_SUCCESS;
 }
 
+// One datagram of a UD endpoint to what live address handle `ah` names
+// (its address vector), queue pair `qpn`, with the qkey every UD queue pair
+// has. The completion reports the slot's kDatagramSendOpcode (the reader's
+// DAT_IB_DTO_SEND_UD); the WQE is mlx5's SEND.
+inline DAT_RETURN post_datagram(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                std::uint64_t cookie, const void* ah, std::uint32_t qpn, std::uint8_t ctrl_flags)
+{
+    auto* q = static_cast<Mlx5EpQueues*>(ep->queues);
+    std::uint64_t av = 0;
+    if (!q->address_handles || !q->address_handles->destination_of(ah, av))
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4); // not a live handle of this IA: not read
+    if (!q->sq.post_datagram(MLX5_OPCODE_SEND, reinterpret_cast<const fastpath::Sge*>(iov),
+                             static_cast<std::uint32_t>(n), total,
+                             *reinterpret_cast<const mlx5_wqe_av*>(static_cast<std::uintptr_t>(av)), qpn,
+                             cm::kDatagramQkey, 0, ctrl_flags, cookie, kDatagramSendOpcode))
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    q->sq.ring();
+    return DAT_SUCCESS;
+}
+
 inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint64_t cookie)
 {
     auto* q = static_cast<Mlx5EpQueues*>(ep->queues);
@@ -138,7 +162,14 @@ inline bool requests_done(const Ep* ep)
 struct Kind {
     using Queues = Mlx5EpQueues;
     static constexpr bool kDirect = true;
-    static constexpr bool kDatagrams = false;
+    static constexpr bool kDatagrams = true;
+    // A UD endpoint's receive: the sender's queue pair from flags_rqpn; its
+    // address stays unset (where the softnic puts it, mlx5 puts a
+    // timestamp; the GRH is in the consumer's buffer).
+    static void mark_datagram(DAT_EVENT& e, Ep* ep, const mlx5_cqe64& cqe)
+    {
+        mark_datagram_receive(e, ep, be32toh(cqe.flags_rqpn) & 0xffffff, 0);
+    }
     static Ep* find(Mlx5Completions& c, std::uint32_t qpn)
     {
         if (c.last_qpn == qpn) [[likely]]

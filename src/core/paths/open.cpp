@@ -50,7 +50,7 @@ bool resolve_address(const std::string& params, sockaddr_storage& out)
 // The IB extensions an IA runs (extensions.cpp), named as consumers of the
 // reference look for them: every kind runs write with immediate data and
 // counters, atomics where the device has them; UD endpoints on the softnic
-// and on verbs IAs' generic path over RoCE.
+// and on verbs IAs over RoCE (generic and mlx5 direct path).
 void add_extension_attributes(std::vector<std::pair<std::string, std::string>>& specific, bool atomics, bool ud)
 {
     const char* const atomics_text = atomics ? "TRUE" : "FALSE";
@@ -102,9 +102,9 @@ DAT_RETURN open_verbs(const std::string& name, std::uint8_t port, int family, st
         return error(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
     specific.emplace_back("DAT_IB_TRANSPORT_MTU", mtu_text(device->port_attr().active_mtu));
-    // UD endpoints: the generic path on an Ethernet (RoCE) port (verbs.hpp says why).
+    // UD endpoints: on an Ethernet (RoCE) port, either path (verbs.hpp says why).
     add_extension_attributes(specific, device->attr().atomic_cap != IBV_ATOMIC_NONE,
-                             !mlx5 && device->port_attr().link_layer == IBV_LINK_LAYER_ETHERNET);
+                             device->port_attr().link_layer == IBV_LINK_LAYER_ETHERNET);
     if (mlx5)
         path = std::make_unique<Mlx5Path>(std::move(device));
     else

@@ -124,7 +124,7 @@ DAT_DTO_COMPLETION_STATUS status_of_wc(ibv_wc_status s)
 
 VerbsPath::VerbsPath(PathKind kind, std::unique_ptr<verbs::Device> device, std::string driver)
     : DevicePath(kind), device_(std::move(device)), driver_(std::move(driver)),
-      ud_(kind == PathKind::verbs && device_->port_attr().link_layer == IBV_LINK_LAYER_ETHERNET)
+      ud_(device_->port_attr().link_layer == IBV_LINK_LAYER_ETHERNET)
 {
 }
 
@@ -142,24 +142,26 @@ void* VerbsPath::make_address_handle(Ep& ep, const sockaddr_storage&, std::uint3
     ibv_ah* ah = ibv_create_ah(pd, const_cast<ibv_ah_attr*>(static_cast<const ibv_ah_attr*>(route)));
     if (!ah)
         return nullptr;
+    const std::uint64_t destination = ah_destination(ah);
     std::lock_guard lock(address_handles_mutex_);
-    void* handle = address_handles_.make(reinterpret_cast<std::uintptr_t>(ah));
+    void* handle = destination ? address_handles_.make(destination) : nullptr;
     if (!handle) {
         ibv_destroy_ah(ah);
         return nullptr;
     }
-    ah_pds_[handle] = pd;
+    made_ahs_[handle] = {pd, ah};
     return handle;
 }
 
 bool VerbsPath::free_address_handle(void* handle)
 {
-    std::uint64_t ah = 0;
     std::lock_guard lock(address_handles_mutex_);
-    if (!address_handles_.free(handle, &ah))
+    if (!address_handles_.free(handle))
         return false;
-    ah_pds_.erase(handle);
-    ibv_destroy_ah(reinterpret_cast<ibv_ah*>(static_cast<std::uintptr_t>(ah)));
+    if (const auto made = made_ahs_.find(handle); made != made_ahs_.end()) { // always: both change under the lock
+        ibv_destroy_ah(made->second.ah);
+        made_ahs_.erase(made);
+    }
     return true;
 }
 
@@ -231,11 +233,10 @@ void VerbsPath::destroy_pd(Pz& pz)
 {
     { // address handles made on it go first (verbs refuses to free a PD in use)
         std::lock_guard lock(address_handles_mutex_);
-        for (auto it = ah_pds_.begin(); it != ah_pds_.end();) {
-            std::uint64_t ah = 0;
-            if (it->second == pd_of(&pz) && address_handles_.free(it->first, &ah)) {
-                ibv_destroy_ah(reinterpret_cast<ibv_ah*>(static_cast<std::uintptr_t>(ah)));
-                it = ah_pds_.erase(it);
+        for (auto it = made_ahs_.begin(); it != made_ahs_.end();) {
+            if (it->second.pd == pd_of(&pz) && address_handles_.free(it->first)) {
+                ibv_destroy_ah(it->second.ah);
+                it = made_ahs_.erase(it);
             } else {
                 ++it;
             }
@@ -509,7 +510,7 @@ DAT_RETURN VerbsPath::create_queues(Ep& ep)
             release_queues(ep);
             return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
         }
-        static_cast<VerbsEpQueues*>(ep.queues)->address_handles = &address_handles_;
+        static_cast<VerbsQp*>(ep.queues)->address_handles = &address_handles_;
         eps_.insert(qp->qp_num, &ep);
         return DAT_SUCCESS;
     }

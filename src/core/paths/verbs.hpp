@@ -31,6 +31,7 @@ namespace fastdapl::core {
 // What every verbs kind's EP has: the queue pair rdma_cm drives.
 struct VerbsQp : EpQueues {
     ibv_qp* qp = nullptr;
+    const AddressHandles* address_handles = nullptr; // a UD endpoint's: the IA's
 };
 
 // A ring of what each posted request was (wr_id is its sequence number; a
@@ -47,7 +48,6 @@ struct VerbsEpQueues : VerbsQp {
     std::uint32_t recv_posted = 0, recv_reaped = 0;
     std::vector<std::uint64_t> recv_cookies; // own receive queue: completes in order
     std::uint32_t max_inline = 0;
-    const AddressHandles* address_handles = nullptr; // a UD endpoint's: the IA's (ibv_ah* each)
     // Sends that invalidate the peer's key are posted (the IA offers
     // windows: max_rmrs > 0; verbs_path::post_send_invalidate says why).
     bool sends_invalidate = false;
@@ -109,10 +109,9 @@ public:
     bool ib_extensions() const override { return true; }
     bool atomics() const override;
     // UD endpoints: a UD queue pair each; address handles are ibv_ahs
-    // behind the table's entries (a post takes only a live entry). On the
-    // generic path of an Ethernet (RoCE) port only: the passive side builds
-    // the route back from GIDs (rdma_cm.cpp), and the mlx5 direct path's CQ
-    // readers cannot take a verbs-path QP's completions.
+    // behind the table's entries (a post takes only a live entry; what an
+    // entry holds: ah_destination). On an Ethernet (RoCE) port only: the
+    // passive side builds the route back from GIDs (rdma_cm.cpp).
     bool ud_endpoints() const override { return ud_; }
     std::uint32_t max_datagram_size() const override;
     void* make_address_handle(Ep& ep, const sockaddr_storage& peer, std::uint32_t qpn, std::uint16_t udp_port,
@@ -158,6 +157,10 @@ protected:
     // A QP's completions on the CQ after it was destroyed (its SRQ slots).
     virtual void after_destroy_qp(Ep& ep, std::uint32_t qpn);
     virtual DAT_RETURN make_srq_ring(Srq& srq, ibv_srq* s);
+    // What a UD post needs of address handle `ah`, kept in its table entry
+    // (0: none, the handle is not made): the generic path's ibv_post_send
+    // takes the ibv_ah itself.
+    virtual std::uint64_t ah_destination(ibv_ah* ah) { return reinterpret_cast<std::uintptr_t>(ah); }
 
     std::unique_ptr<verbs::Device> device_;
     std::string driver_; // the kernel driver ("rxe", "mlx5"), empty if unknown
@@ -167,7 +170,11 @@ private:
     bool ud_ = false;
     AddressHandles address_handles_;
     std::mutex address_handles_mutex_;       // a free and the destroy of its ibv_ah are one step
-    std::map<const void*, ibv_pd*> ah_pds_;  // live handles' PDs: a PD's go before it (address_handles_mutex_)
+    struct MadeAh {
+        ibv_pd* pd; // a PD's handles go before it
+        ibv_ah* ah;
+    };
+    std::map<const void*, MadeAh> made_ahs_; // live handles (address_handles_mutex_)
     // A UD endpoint's queue pair: from RESET to RTS with the fixed qkey.
     bool ready_datagram_qp(ibv_qp* qp);
     void async_event(Ia& ia, const ibv_async_event& ev);
