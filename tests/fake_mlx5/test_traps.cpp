@@ -9,6 +9,7 @@
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -129,6 +130,78 @@ TEST_F(Traps, DestroyWithoutResetOrWithCqesLeft)
     fastdapl::fastpath::clean_queue_pair(q->qp_num, &view, &view, nullptr);
     EXPECT_EQ(ibv_destroy_qp(q), 0); // cleaned: fine
     qps.clear();
+}
+
+// Address handles: the RoCE v2 AV a UD send copies, what is refused, and
+// the traps for a handle that is not live.
+TEST_F(Traps, AddressHandlesAndTheirAddressVectors)
+{
+    ibv_ah_attr a{};
+    a.is_global = 1;
+    a.port_num = 1;
+    a.grh.hop_limit = 64;
+    a.grh.traffic_class = 0x20;
+    a.grh.flow_label = 0x12345;
+    a.grh.dgid.raw[10] = a.grh.dgid.raw[11] = 0xff;
+    a.grh.dgid.raw[12] = 127;
+    a.grh.dgid.raw[15] = 1;
+    ibv_pd* own = ibv_alloc_pd(ctx);
+    ASSERT_NE(own, nullptr);
+    ibv_ah* ah = ibv_create_ah(own, &a);
+    ASSERT_NE(ah, nullptr);
+    mlx5dv_ah dv{};
+    mlx5dv_obj obj{};
+    obj.ah.in = ah;
+    obj.ah.out = &dv;
+    ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH), 0);
+    ASSERT_NE(dv.av, nullptr);
+    EXPECT_EQ(std::memcmp(dv.av->rgid, a.grh.dgid.raw, 16), 0);
+    EXPECT_EQ(dv.av->hop_limit, 64);
+    EXPECT_EQ(dv.av->tclass, 0x20);
+    EXPECT_EQ(be32toh(dv.av->grh_gid_fl), 1u << 30 | 0x12345u); // GRH, source GID 0, the flow label
+    EXPECT_GE(be16toh(dv.av->rlid), 0xc000u);                   // RoCE v2's UDP source port
+    EXPECT_EQ(ibv_dealloc_pd(own), EBUSY);                      // the handle holds its PD
+    // Refused: no GRH (RoCE needs one), another port, a GID that is not IPv4-mapped.
+    ibv_ah_attr bad = a;
+    bad.is_global = 0;
+    EXPECT_EQ(ibv_create_ah(pd, &bad), nullptr);
+    bad = a;
+    bad.port_num = 2;
+    EXPECT_EQ(ibv_create_ah(pd, &bad), nullptr);
+    bad = a;
+    bad.grh.dgid.raw[10] = 0;
+    EXPECT_EQ(ibv_create_ah(pd, &bad), nullptr);
+    EXPECT_EQ(ibv_destroy_ah(ah), 0);
+    EXPECT_EQ(ibv_dealloc_pd(own), 0);
+    EXPECT_DEATH(ibv_destroy_ah(ah), "no live address handle");
+    EXPECT_DEATH(mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH), "no live address handle");
+}
+
+// A UD queue pair's INIT names its qkey, port and pkey index, as verbs requires.
+TEST_F(Traps, UdQueuePairInitNeedsItsQkey)
+{
+    ibv_qp_init_attr_ex a{};
+    a.qp_type = IBV_QPT_UD;
+    a.send_cq = a.recv_cq = cq;
+    a.cap = {8, 8, 1, 1, 0};
+    a.comp_mask = IBV_QP_INIT_ATTR_PD;
+    a.pd = parent;
+    mlx5dv_qp_init_attr dv{};
+    dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+    dv.create_flags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
+    ibv_qp* q = mlx5dv_create_qp(ctx, &a, &dv);
+    ASSERT_NE(q, nullptr);
+    qps.push_back(q);
+    EXPECT_EQ(q->qp_type, IBV_QPT_UD);
+    ibv_qp_attr m{};
+    m.qp_state = IBV_QPS_INIT;
+    m.port_num = 1;
+    EXPECT_EQ(ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX), EINVAL); // no qkey
+    m.qkey = 0x01234567;
+    EXPECT_EQ(ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_QKEY), 0);
+    to_state(q, IBV_QPS_RTR);
+    to_state(q, IBV_QPS_RTS);
+    to_state(q, IBV_QPS_RESET);
 }
 
 } // namespace
