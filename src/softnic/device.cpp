@@ -3,7 +3,9 @@
 // Copyright (c) 2026 the fastdapl authors
 #include "device.hpp"
 
+#include "cross_memory.hpp"
 #include "fault_guard.hpp"
+#include "mapped_range.hpp"
 
 #include <endian.h>
 #include <fcntl.h>
@@ -42,8 +44,18 @@ enum FrameType : std::uint8_t {
     kAtomicReq = 8,  // addr, rkey; payload: swap_add, compare (16 bytes, big-endian);
                      // flags: kCompareSwap (else fetch and add). Answered by a
                      // kReadResp of the target's original 8 bytes.
+    kWritePull = 9,  // fastdapl-shm, cross-memory attach: a WRITE to addr, rkey
+                     // (flags: kImm, aux) whose payload is the initiator's
+                     // source segments (encode_pull_segments): the target
+                     // checks the key, copies from them with process_vm_readv,
+                     // then ACKs (or NAKs)
 };
-enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4, kInvalidate = 8 }; // kInvalidate: aux is a key of the receiver's to invalidate
+// kInvalidate: aux is a key of the receiver's to invalidate. kPull (fastdapl-
+// shm): on a kReadReq, the requester pulls the bytes itself; the kReadResp
+// then carries no payload, only the checked source's address in the
+// responder's memory (addr), and the requester sends nothing after its READ
+// until it has pulled them (Qp::kHoldPulledRead).
+enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4, kInvalidate = 8, kPull = 16 };
 constexpr std::uint8_t kWireVersion = 1;
 constexpr std::size_t kHeader = 24;
 constexpr std::size_t kOutputHighWater = 8u << 20; // stop taking WQEs while this much is unsent
@@ -53,6 +65,12 @@ constexpr std::size_t kDirectPlacementMin = 64 * 1024;
 // A SEND or WRITE at least this large goes from the consumer's memory to the
 // socket (sendmsg), not through the gather and output buffers.
 constexpr std::size_t kDirectSendMin = 64 * 1024;
+// On fastdapl-shm, a WRITE or READ at least this large is copied by the
+// side whose memory receives it straight from the other process's memory
+// (cross-memory attach), where the link's probe allowed it: one copy
+// instead of two through the ring.
+constexpr std::size_t kCmaMin = 64 * 1024;
+static_assert(kCmaMin >= kDirectSendMin, "a pulled WRITE is chosen among the large ones");
 
 // FASTDAPL_DEBUG set: why a connection broke, with the kernel's view of the
 // stream (retransmissions, backoff), on stderr. Only where a connection
@@ -662,7 +680,7 @@ bool Device::advance_drain(Qp& qp)
 {
     if (qp.drain_ == Qp::Drain::requests) {
         const std::uint16_t published = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR]));
-        if (static_cast<std::uint16_t>(qp.sq_next_) != published || !qp.inflight_.empty() || qp.local_error_pending_)
+        if (static_cast<std::uint16_t>(qp.sq_next_) != published || !qp.inflight_.empty() || qp.send_hold_)
             return false;
         send_frame(qp, kDisconnect, 0, 0, 0, 0, 0, nullptr, 0);
         qp.drain_ = Qp::Drain::goodbye;
@@ -992,7 +1010,7 @@ bool Device::execute_send_queue(Qp& qp)
     };
     Bytes& payload = gather_; // reused: no allocation per WQE once warm
     while (static_cast<std::uint16_t>(qp.sq_next_) != published && qp.state() == QpState::ready &&
-           !qp.local_error_pending_ && qp.out_.size() - qp.out_sent_ < kOutputHighWater) {
+           !qp.send_hold_ && qp.out_.size() - qp.out_sent_ < kOutputHighWater) {
         const std::uint32_t bb = qp.sq_next_;
         const auto* ctrl = reinterpret_cast<const mlx5_wqe_ctrl_seg*>(seg(bb, 0));
         const std::uint32_t op_word = be32toh(ctrl->opmod_idx_opcode);
@@ -1044,17 +1062,26 @@ bool Device::execute_send_queue(Qp& qp)
         payload.clear();
         const std::uint32_t first_word = ds > first_data ? be32toh(*reinterpret_cast<const std::uint32_t*>(seg(bb, first_data))) : 0;
         // A large SEND or WRITE is sent from the consumer's memory, not
-        // gathered: once what is queued before it has gone.
-        bool direct_send = false;
+        // gathered: once what is queued before it has gone. On fastdapl-shm
+        // a large WRITE is pulled by the target where it said it can: the
+        // frame names the segments, in the order of the other frames.
+        enum class Large : std::uint8_t { no, direct_send, pull };
+        Large large = Large::no;
         if (local_ok && ds > first_data && !(first_word & MLX5_INLINE_SEG) && !reads_back && !nop && !qp.datagram_ &&
             ds - first_data <= kMaxSge) {
             std::uint64_t total = 0;
             for (std::uint32_t i = first_data; i < ds; ++i)
                 total += be32toh(reinterpret_cast<const mlx5_wqe_data_seg*>(seg(bb, i))->byte_count);
-            direct_send = total >= kDirectSendMin;
-            if (direct_send && qp.output_pending())
-                break;
+            if (total >= kDirectSendMin) {
+                large = total >= kCmaMin && qp.shm_ && qp.shm_->peer_pulls() &&
+                                (opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM)
+                            ? Large::pull
+                            : Large::direct_send;
+                if (large == Large::direct_send && qp.output_pending())
+                    break;
+            }
         }
+        iovec large_iov[kMaxSge + 1]; // [1..): a large request's segments, where they are here
         std::uint32_t direct_iovs = 1; // iov[0]: the header
         if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && !reads_back) {
             std::uint32_t len = first_word & ~MLX5_INLINE_SEG;
@@ -1080,8 +1107,8 @@ bool Device::execute_send_queue(Qp& qp)
                         f.sge[f.nsge++] = {host, s.length, s.lkey};
                 } else {
                     local_ok = memory_.check(s.lkey, s.addr, s.length, kLocalRead, qp.pd_, 0, &host);
-                    if (local_ok && direct_send) { // the kernel reports unmapped memory as EFAULT
-                        qp.direct_send_.iov[direct_iovs++] = {reinterpret_cast<void*>(host), s.length};
+                    if (local_ok && large != Large::no) { // the kernel reports unmapped memory as EFAULT
+                        large_iov[direct_iovs++] = {reinterpret_cast<void*>(host), s.length};
                     } else if (local_ok) { // memory unmapped since it was registered: a protection error
                         const std::size_t at = payload.size();
                         payload.resize(at + s.length);
@@ -1100,7 +1127,7 @@ bool Device::execute_send_queue(Qp& qp)
         qp.sq_next_ += bbs;
         worked = true;
         if (!local_ok) {
-            qp.local_error_pending_ = true;
+            qp.send_hold_ |= Qp::kHoldLocalError;
             qp.local_error_wqe_ = f;
             qp.local_error_syndrome_ = known ? MLX5_CQE_SYNDROME_LOCAL_PROT_ERR : MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
             if (qp.inflight_.empty())
@@ -1108,8 +1135,20 @@ bool Device::execute_send_queue(Qp& qp)
             return true;
         }
         const std::uint32_t imm = ctrl->imm; // already big-endian
-        if (direct_send) { // the header now, the payload from the consumer's memory
+        if (large == Large::pull) { // the target copies from large_iov; the memory is the provider's until its ACK
+            PullSegment segments[kMaxSge];
+            for (std::uint32_t i = 1; i < direct_iovs; ++i)
+                segments[i - 1] = {reinterpret_cast<std::uintptr_t>(large_iov[i].iov_base), large_iov[i].iov_len};
+            std::uint8_t encoded[kMaxSge * kPullSegmentBytes];
+            encode_pull_segments(segments, direct_iovs - 1, encoded);
+            send_frame(qp, kWritePull, opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0, 0, raddr, rkey, be32toh(imm),
+                       encoded, static_cast<std::uint32_t>((direct_iovs - 1) * kPullSegmentBytes));
+            qp.inflight_.push_back(f);
+            continue;
+        }
+        if (large == Large::direct_send) { // the header now, the payload from the consumer's memory
             Qp::DirectSend& d = qp.direct_send_;
+            std::copy(large_iov + 1, large_iov + direct_iovs, d.iov + 1);
             const bool write = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
             const std::uint8_t flags =
                 write ? (opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0)
@@ -1148,9 +1187,15 @@ bool Device::execute_send_queue(Qp& qp)
             send_frame(qp, kWrite, opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0, 0, raddr, rkey, be32toh(imm),
                        payload.data(), f.length);
             break;
-        case MLX5_OPCODE_RDMA_READ:
-            send_frame(qp, kReadReq, 0, 0, raddr, rkey, 0, nullptr, f.length); // header only: length is what to read
+        case MLX5_OPCODE_RDMA_READ: { // header only: length is what to read
+            // Large, and this side may read the responder's memory: it
+            // pulls the bytes itself, and holds what follows until then.
+            const bool pull = f.length >= kCmaMin && qp.shm_ && qp.shm_->can_pull();
+            send_frame(qp, kReadReq, pull ? kPull : 0, 0, raddr, rkey, 0, nullptr, f.length);
+            if (pull)
+                qp.send_hold_ |= Qp::kHoldPulledRead;
             break;
+        }
         case MLX5_OPCODE_ATOMIC_CS:
         case MLX5_OPCODE_ATOMIC_FA: {
             std::uint8_t operands[16]; // swap_add, compare: big-endian in the WQE and on the wire
@@ -1416,7 +1461,7 @@ bool Device::parse_frames(Qp& qp)
     std::size_t pos = 0;
     while (qp.state() == QpState::ready && qp.direct_.remaining == 0 && qp.in_.size() - pos >= kHeader) {
         const WireHeader h = decode(qp.in_.data() + pos);
-        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kAtomicReq) {
+        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kWritePull) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
             return false;
         }
@@ -1639,10 +1684,14 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
     }
     case kReadReq: {
         // A range that passes the check may still fault (unmapped since it
-        // was registered): the same remote access error.
+        // was registered): the same remote access error. A requester that
+        // pulls (fastdapl-shm) gets where the checked range is here; it
+        // finds a fault itself.
         std::uint64_t host = 0;
+        const bool pull = (h.flags & kPull) && qp.shm_;
         if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_, qp.qpn_, &host) ||
-            !send_frame(qp, kReadResp, 0, 0, 0, 0, 0, reinterpret_cast<const void*>(host), h.length, true)) {
+            !send_frame(qp, kReadResp, pull ? kPull : 0, 0, pull ? host : 0, 0, 0,
+                        pull ? nullptr : reinterpret_cast<const void*>(host), pull ? 0 : h.length, true)) {
             send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
             flush_output(qp);
             fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);
@@ -1694,11 +1743,25 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         Qp::InFlight& f = qp.inflight_.front();
         const bool is_read = f.opcode == MLX5_OPCODE_RDMA_READ || f.opcode == MLX5_OPCODE_ATOMIC_CS ||
                              f.opcode == MLX5_OPCODE_ATOMIC_FA; // answered with the data
-        if (is_read != (h.type == kReadResp) || (is_read && payload_len != f.length)) {
+        if (is_read != (h.type == kReadResp) || (is_read && payload_len != f.length && !(h.flags & kPull))) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
             return false;
         }
-        if (is_read) {
+        if (is_read && (qp.send_hold_ & Qp::kHoldPulledRead) && qp.inflight_.size() == 1) {
+            // The READ this side pulls is the last one in flight (nothing
+            // went out after it): once it is at the front, this answer is
+            // its, and must say so (and carry nothing).
+            if (!(h.flags & kPull) || payload_len != 0 || f.opcode != MLX5_OPCODE_RDMA_READ) {
+                fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
+                return false;
+            }
+            if (!pull_read(qp, f, h.addr))
+                return false;
+            qp.send_hold_ &= ~Qp::kHoldPulledRead;
+        } else if (is_read && (h.flags & kPull)) { // not asked for
+            fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
+            return false;
+        } else if (is_read) {
             Piece pieces[kMaxSge];
             std::size_t done = 0;
             for (std::uint32_t i = 0; i < f.nsge; ++i) {
@@ -1716,10 +1779,63 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, is_read ? f.length : 0, 0, qp.qpn_});
         qp.inflight_.pop_front();
         complete_leading_nops(qp);
-        if (qp.inflight_.empty() && qp.local_error_pending_) {
+        if (qp.inflight_.empty() && (qp.send_hold_ & Qp::kHoldLocalError)) {
             finish_local_error(qp);
             return false;
         }
+        return true;
+    }
+    case kWritePull: {
+        // A large WRITE on fastdapl-shm: the key checked as for kWrite, then
+        // this side copies the initiator's segments (in its memory) into the
+        // checked range, the last byte last. A malformed list, or one from a
+        // peer this side cannot read, ends the connection.
+        PullSegment segments[kMaxSge];
+        std::size_t count = 0;
+        std::uint64_t total = 0;
+        if (!qp.shm_ || !qp.shm_->can_pull() ||
+            !decode_pull_segments(payload, payload_len, kMaxSge, kMaxMessageSize, segments, count, total)) {
+            fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
+            return false;
+        }
+        std::uint64_t host = 0;
+        if (!memory_.check(h.rkey, h.addr, total, kRemoteWrite, qp.pd_, qp.qpn_, &host)) {
+            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
+            flush_output(qp);
+            fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // memory untouched; broken on this side too
+            return false;
+        }
+        std::uint32_t index = 0;
+        if ((h.flags & kImm) && !consume_recv(index)) {
+            wait_for_recv = true;
+            return true;
+        }
+        const iovec into{reinterpret_cast<void*>(host), static_cast<std::size_t>(total)};
+        iovec from[kMaxSge];
+        for (std::size_t i = 0; i < count; ++i)
+            from[i] = {reinterpret_cast<void*>(segments[i].addr), static_cast<std::size_t>(segments[i].length)};
+        if (!pull_last_byte_last(qp.shm_->peer_pid(), &into, 1, from, count)) {
+            // Whose memory faulted: this side's range, unmapped since it was
+            // registered, is a remote access error (as for kWrite); else the
+            // initiator's segments were, a local protection error there (as
+            // its own copy would have found); other errors: the peer is gone
+            // or may no longer be read.
+            std::uint8_t syndrome = MLX5_CQE_SYNDROME_REMOTE_OP_ERR;
+            if (errno == EFAULT)
+                syndrome = check_mapped(host, total, true) == RangeFault::none ? MLX5_CQE_SYNDROME_LOCAL_PROT_ERR
+                                                                               : MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+            if (h.flags & kImm)
+                push_receive({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
+                              static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
+            send_frame(qp, kNak, 0, syndrome, 0, 0, 0, nullptr, 0);
+            flush_output(qp);
+            fail(qp, syndrome, false);
+            return false;
+        }
+        if (h.flags & kImm)
+            push_receive({MLX5_CQE_RESP_WR_IMM, 0, false, static_cast<std::uint16_t>(index),
+                          static_cast<std::uint32_t>(total), htobe32(h.aux), qp.qpn_});
+        send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
         return true;
     }
     case kDisconnect:
@@ -1729,6 +1845,30 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         fail(qp, h.syndrome ? h.syndrome : static_cast<std::uint8_t>(MLX5_CQE_SYNDROME_REMOTE_OP_ERR), true);
         return false;
     }
+    return false;
+}
+
+bool Device::pull_read(Qp& qp, const Qp::InFlight& f, std::uint64_t source)
+{
+    iovec into[kMaxSge];
+    for (std::uint32_t i = 0; i < f.nsge; ++i)
+        into[i] = {reinterpret_cast<void*>(f.sge[i].addr), f.sge[i].length};
+    const iovec from{reinterpret_cast<void*>(source), f.length};
+    if (pull_last_byte_last(qp.shm_->peer_pid(), into, f.nsge, &from, 1))
+        return true;
+    // Whose memory faulted: this side's, unmapped since it was registered,
+    // is a local protection error (as the fault guard finds); else the
+    // responder's (unmapped, or an address it should not have named) is a
+    // remote access error. Other errors: the peer is gone or may no longer
+    // be read.
+    std::uint8_t syndrome = MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR;
+    if (errno == EFAULT) {
+        syndrome = MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+        for (std::uint32_t i = 0; i < f.nsge; ++i)
+            if (f.sge[i].length && check_mapped(f.sge[i].addr, f.sge[i].length, true) != RangeFault::none)
+                syndrome = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+    }
+    fail(qp, syndrome, true);
     return false;
 }
 
@@ -1746,7 +1886,7 @@ void Device::finish_local_error(Qp& qp)
 {
     const Qp::InFlight& f = qp.local_error_wqe_;
     qp.send_cq_->push({MLX5_CQE_REQ_ERR, qp.local_error_syndrome_, false, f.wqe_index, 0, 0, qp.qpn_});
-    qp.local_error_pending_ = false;
+    qp.send_hold_ &= ~Qp::kHoldLocalError;
     fail(qp, qp.local_error_syndrome_, false); // a local error breaks the connection
 }
 
@@ -1784,10 +1924,10 @@ void Device::fail(Qp& qp, std::uint8_t syndrome, bool requester_error)
 // Completes every outstanding request and receive with a flush error, in order.
 void Device::flush_all(Qp& qp)
 {
-    if (qp.local_error_pending_) { // the connection failed first: it is flushed with the rest
+    if (qp.send_hold_ & Qp::kHoldLocalError) { // the connection failed first: it is flushed with the rest
         qp.inflight_.push_back(qp.local_error_wqe_);
-        qp.local_error_pending_ = false;
     }
+    qp.send_hold_ = 0; // a pulled READ's hold ends with it
     qp.inflight_.for_each([&](const Qp::InFlight& f) {
         qp.send_cq_->push({MLX5_CQE_REQ_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false, f.wqe_index, 0, 0, qp.qpn_});
     });

@@ -286,6 +286,7 @@ private:
     class InFlightRing {
     public:
         bool empty() const { return head_ == tail_; }
+        std::size_t size() const { return tail_ - head_; }
         InFlight& front() { return slots_[head_ & (slots_.size() - 1)]; }
         void pop_front() { ++head_; }
         void push_back(const InFlight& f)
@@ -315,9 +316,15 @@ private:
         std::size_t head_ = 0, tail_ = 0; // free-running
     };
     InFlightRing inflight_;
-    // A WQE that failed a local check waits for the older ones in flight to
-    // complete, so completions stay in order; then the QP fails.
-    bool local_error_pending_ = false;
+    // Why the send queue takes no more WQEs for now (one byte, so that the
+    // post path tests one thing): a WQE that failed a local check waits
+    // for the older ones in flight to complete, so completions stay in
+    // order, then the QP fails (kHoldLocalError); a READ the responder
+    // lent its memory for (cross-memory attach) holds everything after it
+    // until it was pulled, so that no later request changes that memory
+    // first, as no later request could on a device (kHoldPulledRead).
+    static constexpr std::uint8_t kHoldLocalError = 1, kHoldPulledRead = 2;
+    std::uint8_t send_hold_ = 0;
     InFlight local_error_wqe_{};
     std::uint8_t local_error_syndrome_ = 0;
     // A large SEND or WRITE goes out from the consumer's memory (sendmsg
@@ -520,6 +527,10 @@ private:
     void start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::uint32_t length,
                       const std::uint8_t* arrived, std::size_t n);
     void remote_access_error(Qp& qp);
+    // A pulled READ's bytes (fastdapl-shm): copied from `source` in the
+    // responder's memory into the READ's segments; false when it failed
+    // (and the queue pair with it).
+    bool pull_read(Qp& qp, const Qp::InFlight& f, std::uint64_t source);
     bool handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv);
     bool flush_output(Qp& qp);
     // The wire's send and receive: the socket's, or the shared-memory

@@ -3,17 +3,21 @@
 // Copyright (c) 2026 the fastdapl authors
 #include "shm_link.hpp"
 
+#include "cross_memory.hpp"
 #include "fault_guard.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace fastdapl::softnic {
@@ -68,6 +72,13 @@ ShmLink* ShmLink::create(int socket)
     auto* link = new ShmLink;
     link->socket_ = socket;
     link->rx_ = new (map) RingControl{};
+    if (cma_mode() != CmaMode::off) {
+        std::uint64_t probe = 0;
+        if (getrandom(&probe, sizeof probe, GRND_NONBLOCK) != sizeof probe)
+            probe = reinterpret_cast<std::uintptr_t>(map) ^ static_cast<std::uint64_t>(getpid()) << 40;
+        link->rx_->owner_address = reinterpret_cast<std::uintptr_t>(map);
+        link->rx_->probe = probe | 1;
+    }
     link->rx_bytes_ = static_cast<std::uint8_t*>(map) + kControlBytes;
     // The descriptor, with one byte naming what it is.
     char byte = kRingMessage;
@@ -118,7 +129,49 @@ bool ShmLink::map_peer_ring(int fd)
     tx_ = static_cast<RingControl*>(map);
     tx_bytes_ = static_cast<std::uint8_t*>(map) + kControlBytes;
     tx_head_ = tx_->head.load(std::memory_order_relaxed); // a fresh ring's is 0; checked on every write
+    probe_peer();
     return true;
+}
+
+void ShmLink::probe_peer()
+{
+    // Off here (FASTDAPL_SHM_CMA=0), or: the peer's process from the
+    // kernel, then its probe word read in its memory: the same value as in our mapping of that page, or no cross-
+    // memory attach on this link (no ptrace rights, another process
+    // behind the socket, a peer that does not take part).
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    const auto* probe_here = reinterpret_cast<volatile const std::uint64_t*>(&tx_->probe);
+    const std::uint64_t expected = *probe_here;
+    const std::uint64_t owner_address = *reinterpret_cast<volatile const std::uint64_t*>(&tx_->owner_address);
+    int why = 0;
+    errno = 0;
+    if (cma_mode() == CmaMode::off) {
+        why = ENOTSUP; // FASTDAPL_SHM_CMA=0 here
+    } else if (getsockopt(socket_, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
+        why = errno ? errno : ESRCH;
+    } else if (expected == 0) {
+        why = ENOTSUP; // the peer does not take part (FASTDAPL_SHM_CMA=0)
+    } else {
+        std::uint64_t seen = 0;
+        const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(probe_here) - reinterpret_cast<std::uintptr_t>(tx_);
+        const iovec local{&seen, sizeof seen};
+        const iovec remote{reinterpret_cast<void*>(owner_address + offset), sizeof seen};
+        const ssize_t n = process_vm_readv(cred.pid, &local, 1, &remote, 1, 0);
+        if (n != static_cast<ssize_t>(sizeof seen))
+            why = n < 0 ? errno : EFAULT;
+        else if (seen != expected)
+            why = ESRCH; // someone else at that pid
+    }
+    if (why == 0) {
+        peer_pid_ = cred.pid;
+        can_pull_ = true;
+        tx_->peer_pulls.store(1, std::memory_order_release);
+    }
+    static const bool debug = std::getenv("FASTDAPL_DEBUG") != nullptr;
+    if (debug)
+        std::fprintf(stderr, "fastdapl-shm: link to pid %d: cross-memory attach %s%s%s\n", static_cast<int>(cred.pid),
+                     why ? "off (" : "on", why ? std::strerror(why) : "", why ? ")" : "");
 }
 
 namespace {

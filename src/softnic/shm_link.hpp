@@ -29,6 +29,16 @@ struct RingControl {
     // The producer found the ring full: the consumer sends a wake-up byte
     // once it made room (and clears this).
     alignas(64) std::atomic<std::uint32_t> writer_waits;
+    // Cross-memory attach (cross_memory.hpp), set by the owner before the
+    // peer gets the ring: where the owner mapped this page, and a nonzero
+    // word (0: the owner does not take part) the peer reads there with
+    // process_vm_readv and compares with what it sees here.
+    alignas(64) std::uint64_t owner_address;
+    std::uint64_t probe;
+    // Written by the peer once that read worked: it will pull large
+    // WRITEs from the owner's memory (a claim the owner cannot check; a
+    // false one only fails the peer's own connection).
+    std::atomic<std::uint32_t> peer_pulls;
 };
 
 class ShmLink {
@@ -74,6 +84,13 @@ public:
     // The peer's ring is here (writes can go out).
     bool ready() const { return tx_ != nullptr; }
     void woke() { rx_->reader_sleeps.store(0, std::memory_order_relaxed); }
+    // Cross-memory attach: whether this side may read the peer's memory
+    // (the probe at setup worked; fixed from the moment the peer's ring is
+    // here), the peer's process (SO_PEERCRED on the socket, never a frame),
+    // and whether the peer said it reads ours.
+    bool can_pull() const { return can_pull_; }
+    pid_t peer_pid() const { return peer_pid_; }
+    bool peer_pulls() const { return rx_->peer_pulls.load(std::memory_order_relaxed) != 0; }
     // Whether the peer said goodbye on the socket (a disconnect before its
     // rings existed): its end of the stream is then orderly.
     bool goodbye_seen() const { return goodbye_seen_; }
@@ -90,6 +107,8 @@ private:
     // the end. -1 with errno as read(), 0 at the end, 1 otherwise.
     int drain_socket();
     bool map_peer_ring(int fd);
+    // Reads the probe word of the peer's ring in the peer's memory.
+    void probe_peer();
     void wake_peer();
 
     int socket_ = -1;
@@ -101,6 +120,8 @@ private:
     std::uint64_t tx_head_ = 0;
     bool ended_ = false; // the socket reached its end
     bool goodbye_seen_ = false;
+    bool can_pull_ = false;
+    pid_t peer_pid_ = 0;
 };
 
 } // namespace fastdapl::softnic

@@ -1,0 +1,134 @@
+// Cross-memory attach for the fastdapl-shm IA (cross_memory.hpp).
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 the fastdapl authors
+#include "cross_memory.hpp"
+
+#include "mlx5_format.hpp" // store_fence
+
+#include <endian.h>
+#include <sys/prctl.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace fastdapl::softnic {
+
+CmaMode cma_mode()
+{
+    static const CmaMode mode = [] {
+        const char* v = std::getenv("FASTDAPL_SHM_CMA");
+        if (v && std::strcmp(v, "0") == 0)
+            return CmaMode::off;
+        if (v && std::strcmp(v, "1") == 0) {
+            // Asked for: Yama (ptrace_scope 1) lets only ancestors read a
+            // process; this lets any process of this user (where there is
+            // no Yama, prctl says EINVAL and nothing changes).
+            [[maybe_unused]] int r = prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+            return CmaMode::on;
+        }
+        return CmaMode::automatic;
+    }();
+    return mode;
+}
+
+void encode_pull_segments(const PullSegment* segments, std::size_t count, std::uint8_t* out)
+{
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::uint64_t addr = htobe64(segments[i].addr), length = htobe64(segments[i].length);
+        std::memcpy(out + i * kPullSegmentBytes, &addr, 8);
+        std::memcpy(out + i * kPullSegmentBytes + 8, &length, 8);
+    }
+}
+
+bool decode_pull_segments(const std::uint8_t* bytes, std::size_t n, std::size_t max_count, std::uint64_t max_total,
+                          PullSegment* out, std::size_t& count, std::uint64_t& total)
+{
+    if (n == 0 || n % kPullSegmentBytes != 0 || n / kPullSegmentBytes > max_count)
+        return false;
+    count = n / kPullSegmentBytes;
+    total = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        std::uint64_t addr, length;
+        std::memcpy(&addr, bytes + i * kPullSegmentBytes, 8);
+        std::memcpy(&length, bytes + i * kPullSegmentBytes + 8, 8);
+        addr = be64toh(addr);
+        length = be64toh(length);
+        // Each length is checked before it is added: the sum cannot wrap.
+        if (length == 0 || length > max_total - total || addr + length < addr)
+            return false;
+        total += length;
+        out[i] = {addr, length};
+    }
+    return true;
+}
+
+namespace {
+
+constexpr std::size_t kMaxLists = 64;
+
+// Copies `list` without its last byte into `into`; `last` is where that
+// byte is. False when the list holds no byte.
+bool split_last_byte(const iovec* list, std::size_t n, iovec* into, void*& last)
+{
+    std::memcpy(into, list, n * sizeof *list);
+    for (std::size_t i = n; i-- > 0;) {
+        if (into[i].iov_len == 0)
+            continue;
+        --into[i].iov_len;
+        // An integer sum: the other process's addresses are not ours to point into.
+        last = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(into[i].iov_base) + into[i].iov_len);
+        return true;
+    }
+    return false;
+}
+
+std::size_t bytes_of(const iovec* list, std::size_t n)
+{
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        total += list[i].iov_len;
+    return total;
+}
+
+} // namespace
+
+bool pull_last_byte_last(pid_t pid, const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote)
+{
+    if (nlocal > kMaxLists || nremote > kMaxLists) {
+        errno = EINVAL;
+        return false;
+    }
+    iovec to[kMaxLists], from[kMaxLists];
+    void* to_last = nullptr;
+    void* from_last = nullptr;
+    if (!split_last_byte(local, nlocal, to, to_last) || !split_last_byte(remote, nremote, from, from_last) ||
+        bytes_of(to, nlocal) != bytes_of(from, nremote)) {
+        errno = EINVAL;
+        return false;
+    }
+    // The kernel copies list element by element and stops at the first
+    // page it cannot reach: a short count is a fault (there is no other).
+    const std::size_t body = bytes_of(to, nlocal);
+    if (body > 0) {
+        const ssize_t n = process_vm_readv(pid, to, nlocal, from, nremote, 0);
+        if (n < 0)
+            return false;
+        if (static_cast<std::size_t>(n) != body) {
+            errno = EFAULT;
+            return false;
+        }
+    }
+    // The body before the last byte (the kernel stored both on this thread;
+    // x86 keeps its stores in order, elsewhere a fence).
+    fastpath::store_fence();
+    const iovec to_tail{to_last, 1}, from_tail{from_last, 1};
+    const ssize_t n = process_vm_readv(pid, &to_tail, 1, &from_tail, 1, 0);
+    if (n == 1)
+        return true;
+    if (n >= 0)
+        errno = EFAULT;
+    return false;
+}
+
+} // namespace fastdapl::softnic
