@@ -25,10 +25,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -357,6 +359,163 @@ INSTANTIATE_TEST_SUITE_P(Attacks, HostileShmPeer,
                          ::testing::Values(ShmAttack::unsealed_ring, ShmAttack::short_ring, ShmAttack::no_descriptor,
                                            ShmAttack::two_descriptors, ShmAttack::stray_byte,
                                            ShmAttack::head_past_ring, ShmAttack::bad_frame));
+
+// fastdapl-shm's pulled WRITE (cross-memory attach). The peer takes part
+// in the probe: its ring's control page names where the ring is mapped in
+// its memory (offset 256) and a probe word (264), which the library reads
+// there with process_vm_readv (the peer is this process), then sets the
+// word at 272 to say it pulls. The peer then writes a frame of type 9 (a
+// WRITE to addr/rkey whose payload lists source segments in its memory,
+// 16 bytes each: address, length, big-endian). A well-formed one lands
+// (the control); one whose list is malformed or names memory that is not
+// there, or that goes past the key, breaks the connection with the target
+// untouched. So does an answer to a small READ that says "pull it
+// yourself" (flag 16) when the library did not ask for that.
+enum class PullAttack {
+    well_formed,
+    ragged_list,
+    empty_segment,
+    wrapping_segment,
+    too_many_segments,
+    unmapped_source,
+    past_the_key,
+    unasked_pulled_answer,
+};
+
+class HostilePullPeer : public HostilePeer, public ::testing::WithParamInterface<PullAttack> {};
+
+std::vector<std::uint8_t> softnic_frame(std::uint8_t type, std::uint8_t flags, std::uint64_t addr, std::uint32_t rkey,
+                                        const std::vector<std::uint8_t>& payload)
+{
+    std::vector<std::uint8_t> f = {type, flags, 0, 1};
+    put32(f, static_cast<std::uint32_t>(payload.size()));
+    put32(f, static_cast<std::uint32_t>(addr >> 32));
+    put32(f, static_cast<std::uint32_t>(addr));
+    put32(f, rkey);
+    put32(f, 0);
+    f.insert(f.end(), payload.begin(), payload.end());
+    return f;
+}
+
+void put_segment(std::vector<std::uint8_t>& out, const void* addr, std::uint64_t length)
+{
+    const auto a = reinterpret_cast<std::uintptr_t>(addr);
+    put32(out, static_cast<std::uint32_t>(static_cast<std::uint64_t>(a) >> 32));
+    put32(out, static_cast<std::uint32_t>(a));
+    put32(out, static_cast<std::uint32_t>(length >> 32));
+    put32(out, static_cast<std::uint32_t>(length));
+}
+
+TEST_P(HostilePullPeer, BreaksOnlyItsConnectionAndLeavesTheTargetUntouched)
+{
+    if (!shm)
+        GTEST_SKIP() << "fastdapl-shm only (FASTDAPL_TEST_IA=fastdapl-shm)";
+    if (const char* mode = std::getenv("FASTDAPL_SHM_CMA"); mode && std::strcmp(mode, "0") == 0)
+        GTEST_SKIP() << "cross-memory attach is off (FASTDAPL_SHM_CMA=0)";
+    handshake();
+    if (HasFatalFailure() || IsSkipped())
+        return;
+    void* theirs = take_library_ring(fd); // where we write
+    ASSERT_NE(theirs, nullptr);
+    const int m = ring_memfd(kRingMap, true);
+    ASSERT_GE(m, 0);
+    void* ours = ::mmap(nullptr, kRingMap, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0);
+    ASSERT_NE(ours, MAP_FAILED);
+    auto* const our_control = static_cast<std::uint8_t*>(ours);
+    const auto owner = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ours));
+    const std::uint64_t probe = 0x5eed5eed12345679u;
+    std::memcpy(our_control + 256, &owner, 8);
+    std::memcpy(our_control + 264, &probe, 8);
+    send_with_fd(fd, 'R', m);
+    ::close(m);
+    auto* const pulls = reinterpret_cast<std::atomic<std::uint32_t>*>(our_control + 272);
+    for (int i = 0; i < 500 && pulls->load() == 0; ++i)
+        ::usleep(10000);
+    ASSERT_EQ(pulls->load(), 1u) << "the library did not take part in the probe";
+
+    std::vector<char> target(4096, 'T'), source(4096, 'S');
+    DAT_LMR_HANDLE lmr;
+    DAT_LMR_CONTEXT lctx;
+    DAT_RMR_CONTEXT rctx;
+    DAT_REGION_DESCRIPTION region{};
+    region.for_va = target.data();
+    ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, target.size(), pz, DAT_MEM_PRIV_ALL_FLAG,
+                             DAT_VA_TYPE_VA, &lmr, &lctx, &rctx, nullptr, nullptr),
+              kOk);
+    const long page = sysconf(_SC_PAGESIZE);
+    void* hole = ::mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(hole, MAP_FAILED);
+    const auto target_at = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(target.data()));
+    std::vector<std::uint8_t> list, frame;
+    const PullAttack attack = GetParam();
+    switch (attack) {
+    case PullAttack::well_formed:
+        put_segment(list, source.data(), 1000);
+        put_segment(list, source.data() + 1000, 3096);
+        break;
+    case PullAttack::ragged_list:
+        put_segment(list, source.data(), 4096);
+        list.resize(20);
+        break;
+    case PullAttack::empty_segment:
+        put_segment(list, source.data(), 100);
+        put_segment(list, source.data(), 0);
+        break;
+    case PullAttack::wrapping_segment:
+        put_segment(list, reinterpret_cast<void*>(~std::uintptr_t{0} - 0xfff), 0x2000);
+        break;
+    case PullAttack::too_many_segments:
+        for (int i = 0; i < 17; ++i)
+            put_segment(list, source.data() + i, 1);
+        break;
+    case PullAttack::unmapped_source:
+        put_segment(list, hole, 4096);
+        break;
+    case PullAttack::past_the_key:
+        put_segment(list, source.data(), 4096);
+        break;
+    case PullAttack::unasked_pulled_answer:
+        break;
+    }
+    if (attack == PullAttack::unasked_pulled_answer) {
+        // A small READ of ours is in flight (its request in our ring); the
+        // answer claims it is to be pulled from an address of the peer's.
+        DAT_LMR_TRIPLET into{reinterpret_cast<DAT_VADDR>(target.data()), 64, lctx};
+        DAT_RMR_TRIPLET from{0x1000, 64, 0x77};
+        ASSERT_EQ(dat_ep_post_rdma_read(ep, 1, &into, DAT_DTO_COOKIE{}, &from, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+        frame = softnic_frame(4, 16, reinterpret_cast<std::uintptr_t>(source.data()), 0, {});
+    } else {
+        frame = softnic_frame(9, 0, target_at + (attack == PullAttack::past_the_key ? 2048 : 0), rctx, list);
+    }
+    std::memcpy(static_cast<std::uint8_t*>(theirs) + 4096, frame.data(), frame.size());
+    reinterpret_cast<std::atomic<std::uint64_t>*>(theirs)->store(frame.size());
+    send_with_fd(fd, 'W', -1);
+    if (attack == PullAttack::well_formed) {
+        for (int i = 0; i < 500 && target.back() != 'S'; ++i)
+            ::usleep(10000);
+        EXPECT_EQ(std::count(target.begin(), target.end(), 'S'), 4096);
+        DAT_EVENT e{};
+        EXPECT_EQ(DAT_GET_TYPE(dat_evd_dequeue(conn, &e)), static_cast<DAT_RETURN>(DAT_QUEUE_EMPTY))
+            << "the connection ended after a well-formed frame";
+    } else {
+        EXPECT_EQ(next_connection_event(), DAT_CONNECTION_EVENT_BROKEN);
+        EXPECT_EQ(std::count(target.begin(), target.end(), 'T'), 4096) << "bytes moved";
+    }
+    ::close(fd);
+    fd = -1;
+    ASSERT_EQ(dat_ep_free(ep), kOk);
+    ep = DAT_HANDLE_NULL;
+    EXPECT_EQ(dat_lmr_free(lmr), kOk);
+    ::munmap(hole, page);
+    ::munmap(ours, kRingMap);
+    ::munmap(theirs, kRingMap);
+}
+
+INSTANTIATE_TEST_SUITE_P(Attacks, HostilePullPeer,
+                         ::testing::Values(PullAttack::well_formed, PullAttack::ragged_list, PullAttack::empty_segment,
+                                           PullAttack::wrapping_segment, PullAttack::too_many_segments,
+                                           PullAttack::unmapped_source, PullAttack::past_the_key,
+                                           PullAttack::unasked_pulled_answer));
 
 // A hand-made UD peer: a UD request (the datagram flag, our UDP port) to a
 // UD endpoint, then datagrams from that port and from a stranger that our
