@@ -202,6 +202,37 @@ TEST_F(IbExtensions, OpenQueryAndCloseQuery)
               t(DAT_INVALID_PARAMETER));
 }
 
+// Half the buffer into the other half, with immediate data: on
+// fastdapl-shm a WRITE this large (32 KiB and up) is pulled by the target
+// (cross-memory attach), which then consumes the receive.
+TEST_F(IbExtensions, LargeWriteWithImmediateDataLandsAndConsumesAReceive)
+{
+    SKIP_UNLESS_SUPPORTED();
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, dto_a, b);
+    constexpr std::size_t kHalf = 1 << 15;
+    ASSERT_EQ(buffer.size(), 2 * kHalf);
+    for (std::size_t i = 0; i < kHalf; ++i)
+        buffer[i] = static_cast<char>(i * 29 + 3);
+    DAT_LMR_TRIPLET recv = local(0, 64); // takes no bytes: the write's immediate data says it came
+    ASSERT_EQ(dat_ep_post_recv(b, 1, &recv, cookie(81), DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_LMR_TRIPLET from = local(0, kHalf);
+    DAT_RMR_TRIPLET to = remote(kHalf, kHalf);
+    ASSERT_EQ(dat_ib_post_rdma_write_immed(a, 1, &from, cookie(8), &to, 0x5151u, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e = next(dto_a);
+    ASSERT_EQ(e.event_number, kIbDtoEvent);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 8u);
+    DAT_EVENT r = next(dto_b);
+    ASSERT_EQ(r.event_number, kIbDtoEvent);
+    const auto& rd = r.event_data.dto_completion_event_data;
+    EXPECT_EQ(rd.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(rd.user_cookie.as_64, 81u);
+    EXPECT_EQ(rd.transfered_length, kHalf);
+    EXPECT_EQ(ext_of(r).val.immed.data, 0x5151u);
+    EXPECT_EQ(std::memcmp(buffer.data() + kHalf, buffer.data(), kHalf), 0);
+}
+
 TEST_F(IbExtensions, WriteWithImmediateDataConsumesAReceive)
 {
     SKIP_UNLESS_SUPPORTED();
