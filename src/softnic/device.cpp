@@ -1065,7 +1065,8 @@ bool Device::execute_send_queue(Qp& qp)
         // A large SEND or WRITE is sent from the consumer's memory, not
         // gathered: once what is queued before it has gone. On fastdapl-shm
         // a large WRITE is pulled by the target where it said it can: the
-        // frame names the segments, in the order of the other frames.
+        // frame names the segments, in the order of the other frames (once
+        // a direct send's segments, whose list it shares, have gone).
         enum class Large : std::uint8_t { no, direct_send, pull };
         Large large = Large::no;
         if (local_ok && ds > first_data && !(first_word & MLX5_INLINE_SEG) && !reads_back && !nop && !qp.datagram_ &&
@@ -1079,11 +1080,11 @@ bool Device::execute_send_queue(Qp& qp)
                             ? Large::pull
                         : total >= kDirectSendMin ? Large::direct_send
                                                   : Large::no;
-                if (large == Large::direct_send && qp.output_pending())
+                if ((large == Large::direct_send && qp.output_pending()) ||
+                    (large == Large::pull && qp.direct_send_.first < qp.direct_send_.count))
                     break;
             }
         }
-        iovec large_iov[kMaxSge + 1]; // [1..): a large request's segments, where they are here
         std::uint32_t direct_iovs = 1; // iov[0]: the header
         if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && !reads_back) {
             std::uint32_t len = first_word & ~MLX5_INLINE_SEG;
@@ -1110,7 +1111,7 @@ bool Device::execute_send_queue(Qp& qp)
                 } else {
                     local_ok = memory_.check(s.lkey, s.addr, s.length, kLocalRead, qp.pd_, 0, &host);
                     if (local_ok && large != Large::no) { // the kernel reports unmapped memory as EFAULT
-                        large_iov[direct_iovs++] = {reinterpret_cast<void*>(host), s.length};
+                        qp.direct_send_.iov[direct_iovs++] = {reinterpret_cast<void*>(host), s.length};
                     } else if (local_ok) { // memory unmapped since it was registered: a protection error
                         const std::size_t at = payload.size();
                         payload.resize(at + s.length);
@@ -1137,20 +1138,13 @@ bool Device::execute_send_queue(Qp& qp)
             return true;
         }
         const std::uint32_t imm = ctrl->imm; // already big-endian
-        if (large == Large::pull) { // the target copies from large_iov; the memory is the provider's until its ACK
-            PullSegment segments[kMaxSge];
-            for (std::uint32_t i = 1; i < direct_iovs; ++i)
-                segments[i - 1] = {reinterpret_cast<std::uintptr_t>(large_iov[i].iov_base), large_iov[i].iov_len};
-            std::uint8_t encoded[kMaxSge * kPullSegmentBytes];
-            encode_pull_segments(segments, direct_iovs - 1, encoded);
-            send_frame(qp, kWritePull, opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0, 0, raddr, rkey, be32toh(imm),
-                       encoded, static_cast<std::uint32_t>((direct_iovs - 1) * kPullSegmentBytes));
+        if (large == Large::pull) { // the target copies from the segments; the memory is the provider's until its ACK
+            queue_pulled_write(qp, opcode == MLX5_OPCODE_RDMA_WRITE_IMM, raddr, rkey, be32toh(imm), direct_iovs - 1);
             qp.inflight_.push_back(f);
             continue;
         }
         if (large == Large::direct_send) { // the header now, the payload from the consumer's memory
             Qp::DirectSend& d = qp.direct_send_;
-            std::copy(large_iov + 1, large_iov + direct_iovs, d.iov + 1);
             const bool write = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
             const std::uint8_t flags =
                 write ? (opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0)
@@ -1848,6 +1842,20 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         return false;
     }
     return false;
+}
+
+void Device::queue_pulled_write(Qp& qp, bool imm_flag, std::uint64_t raddr, std::uint32_t rkey, std::uint32_t imm,
+                                std::uint32_t count)
+{
+    PullSegment segments[kMaxSge];
+    for (std::uint32_t i = 0; i < count; ++i) {
+        const iovec& v = qp.direct_send_.iov[1 + i];
+        segments[i] = {reinterpret_cast<std::uintptr_t>(v.iov_base), v.iov_len};
+    }
+    std::uint8_t encoded[kMaxSge * kPullSegmentBytes];
+    encode_pull_segments(segments, count, encoded);
+    send_frame(qp, kWritePull, imm_flag ? kImm : 0, 0, raddr, rkey, imm, encoded,
+               static_cast<std::uint32_t>(count * kPullSegmentBytes));
 }
 
 bool Device::pull_read(Qp& qp, const Qp::InFlight& f, std::uint64_t source)

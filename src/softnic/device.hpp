@@ -527,6 +527,10 @@ private:
     void start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::uint32_t length,
                       const std::uint8_t* arrived, std::size_t n);
     void remote_access_error(Qp& qp);
+    // A large WRITE the target pulls (fastdapl-shm): its frame, naming the
+    // `count` segments gathered into qp.direct_send_.iov[1..].
+    [[gnu::noinline]] void queue_pulled_write(Qp& qp, bool imm_flag, std::uint64_t raddr, std::uint32_t rkey,
+                                              std::uint32_t imm, std::uint32_t count);
     // A pulled READ's bytes (fastdapl-shm): copied from `source` in the
     // responder's memory into the READ's segments; false when it failed
     // (and the queue pair with it).
