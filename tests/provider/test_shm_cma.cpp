@@ -387,10 +387,12 @@ INSTANTIATE_TEST_SUITE_P(OneAndFourMiB, LargeTransfer, ::testing::Values(std::si
 
 // What goes wrong: a WRITE past the end of the server's region or into
 // one without remote write, a WRITE into or a READ from a region the
-// server unmapped after registering it. The client's request fails with a
-// remote access error, both sides see BROKEN, the server's region is as it
-// was (where it is still there) and both processes live.
-enum class Violation { write_past_the_end, write_without_rights, write_unmapped, read_unmapped };
+// server unmapped after registering it: the client's request fails with a
+// remote access error. A WRITE from a region the client unmapped after
+// registering it: a local protection error. Both sides see BROKEN, the
+// server's region is as it was (where it is still there) and both
+// processes live.
+enum class Violation { write_past_the_end, write_without_rights, write_unmapped, read_unmapped, write_from_unmapped };
 
 class LargeViolation : public SkipUnlessShm, public ::testing::WithParamInterface<Violation> {};
 
@@ -430,6 +432,9 @@ TEST_P(LargeViolation, FailsTheRequestAndLeavesTheServerUntouched)
     End client(pages);
     ASSERT_TRUE(client.ok);
     ASSERT_TRUE(client.connect(offer));
+    if (v == Violation::write_from_unmapped) {
+        ASSERT_TRUE(pages.unmap_keeping_the_hole());
+    }
     DAT_LMR_TRIPLET local = client.piece(0, kSize);
     DAT_RMR_TRIPLET remote{offer.address + (v == Violation::write_past_the_end ? offer.length - kSize / 2 : 0),
                            static_cast<DAT_SEG_LENGTH>(kSize), offer.rmr_context};
@@ -444,7 +449,8 @@ TEST_P(LargeViolation, FailsTheRequestAndLeavesTheServerUntouched)
     DAT_EVENT e;
     ASSERT_TRUE(client.next(client.request_evd, e));
     EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 9u);
-    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_REMOTE_ACCESS);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status,
+              v == Violation::write_from_unmapped ? DAT_DTO_ERR_LOCAL_PROTECTION : DAT_DTO_ERR_REMOTE_ACCESS);
     EXPECT_TRUE(client.broken());
     if (v == Violation::read_unmapped) {
         std::size_t changed = 0;
@@ -457,6 +463,7 @@ TEST_P(LargeViolation, FailsTheRequestAndLeavesTheServerUntouched)
 
 INSTANTIATE_TEST_SUITE_P(Kinds, LargeViolation,
                          ::testing::Values(Violation::write_past_the_end, Violation::write_without_rights,
-                                           Violation::write_unmapped, Violation::read_unmapped));
+                                           Violation::write_unmapped, Violation::read_unmapped,
+                                           Violation::write_from_unmapped));
 
 } // namespace
