@@ -67,9 +67,11 @@ constexpr std::size_t kDirectPlacementMin = 64 * 1024;
 constexpr std::size_t kDirectSendMin = 64 * 1024;
 // On fastdapl-shm, a WRITE or READ at least this large is copied by the
 // side whose memory receives it straight from the other process's memory
-// (cross-memory attach), where the link's probe allowed it: one copy
-// instead of two through the ring.
-constexpr std::size_t kCmaMin = 32 * 1024; // measured: even at 16 KiB, 3x the rings at 32 KiB
+// (cross-memory attach), where the link's probe allowed it: one copy by
+// one process instead of two through the ring, which need both running.
+// Measured (README): even with the rings at 16 KiB; at 32 KiB 3x them with
+// the cores busy, 1.2x on an idle machine.
+constexpr std::size_t kCmaMin = 32 * 1024;
 // The smallest request that takes one of the two ways above.
 constexpr std::size_t kLargeMin = std::min(kCmaMin, kDirectSendMin);
 
