@@ -76,8 +76,8 @@ ShmLink* ShmLink::create(int socket)
         std::uint64_t probe = 0;
         if (getrandom(&probe, sizeof probe, GRND_NONBLOCK) != sizeof probe)
             probe = reinterpret_cast<std::uintptr_t>(map) ^ static_cast<std::uint64_t>(getpid()) << 40;
-        link->rx_->owner_address = reinterpret_cast<std::uintptr_t>(map);
-        link->rx_->probe = probe | 1;
+        link->rx_->owner_address.store(reinterpret_cast<std::uintptr_t>(map), std::memory_order_relaxed);
+        link->rx_->probe.store(probe | 1, std::memory_order_relaxed);
     }
     link->rx_bytes_ = static_cast<std::uint8_t*>(map) + kControlBytes;
     // The descriptor, with one byte naming what it is.
@@ -141,9 +141,8 @@ void ShmLink::probe_peer()
     // behind the socket, a peer that does not take part).
     ucred cred{};
     socklen_t len = sizeof cred;
-    const auto* probe_here = reinterpret_cast<volatile const std::uint64_t*>(&tx_->probe);
-    const std::uint64_t expected = *probe_here;
-    const std::uint64_t owner_address = *reinterpret_cast<volatile const std::uint64_t*>(&tx_->owner_address);
+    const std::uint64_t expected = tx_->probe.load(std::memory_order_relaxed);
+    const std::uint64_t owner_address = tx_->owner_address.load(std::memory_order_relaxed);
     int why = 0;
     errno = 0;
     if (cma_mode() == CmaMode::off) {
@@ -154,7 +153,7 @@ void ShmLink::probe_peer()
         why = ENOTSUP; // the peer does not take part (FASTDAPL_SHM_CMA=0)
     } else {
         std::uint64_t seen = 0;
-        const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(probe_here) - reinterpret_cast<std::uintptr_t>(tx_);
+        const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(&tx_->probe) - reinterpret_cast<std::uintptr_t>(tx_);
         const iovec local{&seen, sizeof seen};
         const iovec remote{reinterpret_cast<void*>(owner_address + offset), sizeof seen};
         const ssize_t n = process_vm_readv(cred.pid, &local, 1, &remote, 1, 0);

@@ -33,8 +33,10 @@ struct RingControl {
     // peer gets the ring: where the owner mapped this page, and a nonzero
     // word (0: the owner does not take part) the peer reads there with
     // process_vm_readv and compares with what it sees here.
-    alignas(64) std::uint64_t owner_address;
-    std::uint64_t probe;
+    // (Atomics: in one process, as in the tests, the two sides' threads
+    // share the page; the socket that carries the ring orders them.)
+    alignas(64) std::atomic<std::uint64_t> owner_address;
+    std::atomic<std::uint64_t> probe;
     // Written by the peer once that read worked: it will pull large
     // WRITEs from the owner's memory (a claim the owner cannot check; a
     // false one only fails the peer's own connection).
