@@ -3,7 +3,7 @@
 // Copyright (c) 2026 the fastdapl authors
 #include "cross_memory.hpp"
 
-#include "mlx5_format.hpp" // store_fence
+#include "fault_guard.hpp"
 
 #include <endian.h>
 #include <sys/prctl.h>
@@ -119,16 +119,23 @@ bool pull_last_byte_last(pid_t pid, const iovec* local, std::size_t nlocal, cons
             return false;
         }
     }
-    // The body before the last byte (the kernel stored both on this thread;
-    // x86 keeps its stores in order, elsewhere a fence).
-    fastpath::store_fence();
-    const iovec to_tail{to_last, 1}, from_tail{from_last, 1};
-    const ssize_t n = process_vm_readv(pid, &to_tail, 1, &from_tail, 1, 0);
-    if (n == 1)
-        return true;
-    if (n >= 0)
-        errno = EFAULT;
-    return false;
+    // The last byte: read here, then stored with release semantics under
+    // the fault guard, as a guarded copy stores its last byte: whoever polls
+    // on it with an acquire load sees the body the kernel stored first.
+    std::uint8_t last = 0;
+    const iovec into_last{&last, 1}, from_tail{from_last, 1};
+    const ssize_t n = process_vm_readv(pid, &into_last, 1, &from_tail, 1, 0);
+    if (n != 1) {
+        if (n >= 0)
+            errno = EFAULT;
+        return false;
+    }
+    const Piece tail{to_last, &last, 1};
+    if (!guarded_place(&tail, 1)) {
+        errno = EFAULT; // the target's last page unmapped since the body went in
+        return false;
+    }
+    return true;
 }
 
 } // namespace fastdapl::softnic

@@ -41,7 +41,8 @@ bool decode_pull_segments(const std::uint8_t* bytes, std::size_t n, std::size_t 
 // Copies the bytes of `remote` (segments in process `pid`) into `local`
 // (segments here; the same number of bytes in all, at least one), the last
 // byte stored last (consumers poll on it): everything else in one
-// process_vm_readv, then the last byte in a second. False with errno when
+// process_vm_readv, then the last byte read in a second and stored with
+// release semantics (under the fault guard). False with errno when
 // a copy fell short: EFAULT (a page on either side is not mapped as
 // needed), EPERM or ESRCH (the peer may not be read, or is gone), EINVAL
 // (lists longer than 64).

@@ -491,7 +491,8 @@ TEST_P(HostilePullPeer, BreaksOnlyItsConnectionAndLeavesTheTargetUntouched)
     reinterpret_cast<std::atomic<std::uint64_t>*>(theirs)->store(frame.size());
     send_with_fd(fd, 'W', -1);
     if (attack == PullAttack::well_formed) {
-        for (int i = 0; i < 500 && target.back() != 'S'; ++i)
+        // The last byte is stored last, with release semantics: poll on it.
+        for (int i = 0; i < 500 && __atomic_load_n(&target.back(), __ATOMIC_ACQUIRE) != 'S'; ++i)
             ::usleep(10000);
         EXPECT_EQ(std::count(target.begin(), target.end(), 'S'), 4096);
         DAT_EVENT e{};

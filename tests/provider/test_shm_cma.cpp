@@ -57,12 +57,13 @@ struct Pages {
         if (data)
             munmap(data, bytes);
     }
-    // Unmapped under a live registration; a PROT_NONE reservation takes
-    // its place so that no later mapping lands there by chance.
-    bool unmap_keeping_the_hole()
+    // The first `n` bytes (a multiple of the page size) unmapped under a
+    // live registration; a PROT_NONE reservation takes their place so that
+    // no later mapping lands there by chance.
+    bool unmap_keeping_the_hole(std::size_t n)
     {
-        return munmap(data, bytes) == 0 &&
-               mmap(data, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == data;
+        return munmap(data, n) == 0 &&
+               mmap(data, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == data;
     }
     std::size_t bytes;
     char* data;
@@ -136,6 +137,27 @@ struct End {
         return dat_ep_connect(ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(const_cast<sockaddr_storage*>(&o.server)),
                               o.qual, kWait, 0, nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG) == kOk &&
                next(conn_evd, e) && e.event_number == DAT_CONNECTION_EVENT_ESTABLISHED;
+    }
+    // A small SEND, completed: its ACK comes once the server has mapped
+    // this side's ring, which is when it says it pulls (so the large
+    // requests after this one take cross-memory attach where it is on).
+    bool warm_up()
+    {
+        DAT_LMR_TRIPLET small = piece(0, 8);
+        DAT_EVENT e;
+        return dat_ep_post_send(ep, 1, &small, DAT_DTO_COOKIE{.as_64 = 100}, DAT_COMPLETION_DEFAULT_FLAG) == kOk &&
+               next(request_evd, e) && e.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS &&
+               e.event_data.dto_completion_event_data.user_cookie.as_64 == 100;
+    }
+    // Server: `n` receives of 64 bytes at `offset` (the warm-up's and others).
+    bool post_receives(std::size_t offset, int n)
+    {
+        for (int i = 0; i < n; ++i) {
+            DAT_LMR_TRIPLET r = piece(offset, 64);
+            if (dat_ep_post_recv(ep, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG) != kOk)
+                return false;
+        }
+        return true;
     }
     // The next connection event is BROKEN.
     bool broken()
@@ -263,14 +285,14 @@ TEST_P(LargeTransfer, WriteLandsWhole)
         End server(pages);
         if (!server.ok)
             return 10;
-        DAT_LMR_TRIPLET r = server.piece(size + 4096, 64);
-        if (dat_ep_post_recv(server.ep, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG) != kOk)
+        if (!server.post_receives(size + 4096, 2))
             return 11;
         if (!server.offer(out) || !server.accept())
             return 12;
         DAT_EVENT e;
-        if (!server.next(server.recv_evd, e) || e.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
-            return 13;
+        for (int i = 0; i < 2; ++i) // the warm-up, then the SEND behind the write
+            if (!server.next(server.recv_evd, e) || e.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+                return 13;
         if (pages.data[0] != 0 || pages.data[size + 1] != 0)
             return 14; // a byte outside the target moved
         for (std::size_t i = 0; i < size; ++i)
@@ -288,6 +310,7 @@ TEST_P(LargeTransfer, WriteLandsWhole)
     End client(pages);
     ASSERT_TRUE(client.ok);
     ASSERT_TRUE(client.connect(offer));
+    ASSERT_TRUE(client.warm_up());
     // The source in two pieces: [0, 100000) at 0, the rest at 102400.
     constexpr std::size_t kFirst = 100000, kSecondAt = 102400;
     for (std::size_t i = 0; i < size; ++i)
@@ -326,14 +349,14 @@ TEST_P(LargeTransfer, ReadLandsWholeAndAFencedWriteWaitsForIt)
             return 10;
         for (std::size_t i = 0; i < size; ++i)
             pages.data[3 + i] = pattern_at(i, 'r');
-        DAT_LMR_TRIPLET r = server.piece(size + 4096, 64);
-        if (dat_ep_post_recv(server.ep, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG) != kOk)
+        if (!server.post_receives(size + 4096, 2))
             return 11;
         if (!server.offer(out) || !server.accept())
             return 12;
         DAT_EVENT e;
-        if (!server.next(server.recv_evd, e) || e.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
-            return 13;
+        for (int i = 0; i < 2; ++i) // the warm-up, then the SEND behind the read and write
+            if (!server.next(server.recv_evd, e) || e.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS)
+                return 13;
         for (std::size_t i = 0; i < size; ++i)
             if (pages.data[3 + i] != pattern_at(i, 'n'))
                 return 15; // the fenced write landed whole
@@ -349,6 +372,7 @@ TEST_P(LargeTransfer, ReadLandsWholeAndAFencedWriteWaitsForIt)
     End client(pages);
     ASSERT_TRUE(client.ok);
     ASSERT_TRUE(client.connect(offer));
+    ASSERT_TRUE(client.warm_up());
     std::memset(pages.data, 0x11, size + 4096);
     constexpr std::size_t kFirst = 65536 + 7, kSecondAt = 65536 + 4096;
     DAT_LMR_TRIPLET into[2] = {client.piece(0, kFirst), client.piece(kSecondAt, size - kFirst)};
@@ -401,9 +425,19 @@ TEST_P(LargeViolation, FailsTheRequestAndLeavesTheServerUntouched)
     constexpr std::size_t kSize = 1 << 20;
     const Violation v = GetParam();
     const bool unmapped = v == Violation::write_unmapped || v == Violation::read_unmapped;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // Through the rings, unmapped memory is found by the fault guard, which
+    // the sanitizers' own SIGSEGV handling defeats (as test_placement says);
+    // by cross-memory attach the kernel says EFAULT.
+    if (const char* mode = std::getenv("FASTDAPL_SHM_CMA");
+        (unmapped || v == Violation::write_from_unmapped) && mode && std::strcmp(mode, "0") == 0)
+        GTEST_SKIP() << "memory unmapped under a registration, through the rings, under a sanitizer";
+#endif
     int fd = -1;
     const pid_t child = fork_server(fd, [&](int out) {
-        Pages pages(kSize + 4096);
+        // The region the client aims at, then a page for the warm-up's receive.
+        constexpr std::size_t kAimed = kSize + 4096;
+        Pages pages(kAimed + 4096);
         std::memset(pages.data, 'S', pages.bytes);
         End server(pages, v == Violation::write_without_rights
                               ? static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG |
@@ -412,14 +446,14 @@ TEST_P(LargeViolation, FailsTheRequestAndLeavesTheServerUntouched)
                               : DAT_MEM_PRIV_ALL_FLAG);
         if (!server.ok)
             return 10;
-        if (unmapped && !pages.unmap_keeping_the_hole())
+        if ((unmapped && !pages.unmap_keeping_the_hole(kAimed)) || !server.post_receives(kAimed, 1))
             return 11;
         if (!server.offer(out) || !server.accept())
             return 12;
         if (!server.broken())
             return 13;
         if (!unmapped)
-            for (std::size_t i = 0; i < pages.bytes; ++i)
+            for (std::size_t i = 0; i < kAimed; ++i)
                 if (pages.data[i] != 'S')
                     return 14; // a byte moved
         return 0;
@@ -432,8 +466,9 @@ TEST_P(LargeViolation, FailsTheRequestAndLeavesTheServerUntouched)
     End client(pages);
     ASSERT_TRUE(client.ok);
     ASSERT_TRUE(client.connect(offer));
+    ASSERT_TRUE(client.warm_up());
     if (v == Violation::write_from_unmapped) {
-        ASSERT_TRUE(pages.unmap_keeping_the_hole());
+        ASSERT_TRUE(pages.unmap_keeping_the_hole(pages.bytes));
     }
     DAT_LMR_TRIPLET local = client.piece(0, kSize);
     DAT_RMR_TRIPLET remote{offer.address + (v == Violation::write_past_the_end ? offer.length - kSize / 2 : 0),
