@@ -17,9 +17,12 @@ namespace fastdapl::softnic {
 CmaMode cma_mode()
 {
     static const CmaMode mode = [] {
+        // Off unless asked for: where both processes have a core the rings'
+        // two copies (one by each side, at once) outrun process_vm_readv's
+        // one (README: "Cross-memory attach").
         const char* v = std::getenv("FASTDAPL_SHM_CMA");
-        if (v && std::strcmp(v, "0") == 0)
-            return CmaMode::off;
+        if (v && std::strcmp(v, "auto") == 0)
+            return CmaMode::automatic;
         if (v && std::strcmp(v, "1") == 0) {
             // Asked for: Yama (ptrace_scope 1) lets only ancestors read a
             // process; this lets any process of this user (where there is
@@ -27,7 +30,7 @@ CmaMode cma_mode()
             [[maybe_unused]] int r = prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
             return CmaMode::on;
         }
-        return CmaMode::automatic;
+        return CmaMode::off;
     }();
     return mode;
 }

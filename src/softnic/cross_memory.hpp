@@ -14,10 +14,11 @@
 
 namespace fastdapl::softnic {
 
-// FASTDAPL_SHM_CMA, read once per process: off ("0"), on ("1": also lets
-// any process of this user read this one where Yama would refuse it,
-// prctl PR_SET_PTRACER_ANY, before the first link), auto (unset or
-// anything else: used where the probe at setup works).
+// FASTDAPL_SHM_CMA, read once per process: auto ("auto": used where the
+// probe at setup works), on ("1": that, and it also lets any process of
+// this user read this one where Yama would refuse it, prctl
+// PR_SET_PTRACER_ANY, before the first link), off (unset, "0" or anything
+// else).
 enum class CmaMode : std::uint8_t { off, on, automatic };
 CmaMode cma_mode();
 
