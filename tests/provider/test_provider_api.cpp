@@ -521,10 +521,18 @@ TEST_F(Provider, ZeroBasedLmrIsAddressedByOffsets)
     EXPECT_EQ(attr.zb_supported, DAT_TRUE);
     DAT_PZ_HANDLE pz;
     ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
-    // Two regions, each in the middle of a buffer whose edges must stay untouched.
-    std::vector<char> a_mem(3 * 4096, 'a'), b_mem(3 * 4096, 'b');
-    char* const a = a_mem.data() + 4096;
-    char* const b = b_mem.data() + 4096;
+    // Two regions, each in the middle of a buffer whose edges must stay
+    // untouched, on page boundaries (verbs IAs need that, below).
+    struct Pages {
+        char* p = static_cast<char*>(mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        ~Pages() { munmap(p, 3 * 4096); }
+    } a_pages, b_pages;
+    ASSERT_NE(a_pages.p, MAP_FAILED);
+    ASSERT_NE(b_pages.p, MAP_FAILED);
+    std::memset(a_pages.p, 'a', 3 * 4096);
+    std::memset(b_pages.p, 'b', 3 * 4096);
+    char* const a = a_pages.p + 4096;
+    char* const b = b_pages.p + 4096;
     DAT_REGION_DESCRIPTION ra{}, rb{};
     ra.for_va = a;
     rb.for_va = b;
@@ -547,6 +555,20 @@ TEST_F(Provider, ZeroBasedLmrIsAddressedByOffsets)
     EXPECT_EQ(p.registered_address, 0u);
     EXPECT_EQ(p.registered_size, 4096u);
     EXPECT_EQ(p.region_desc.for_va, static_cast<DAT_PVOID>(a)); // the memory itself, as given
+    // Off a page boundary: the softnic addresses any start from 0; verbs
+    // cannot (the kernel keeps an iova's offset in its page the address's).
+    DAT_REGION_DESCRIPTION off_page{};
+    off_page.for_va = a + 8;
+    DAT_LMR_HANDLE unaligned;
+    const DAT_RETURN unaligned_rc = dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, off_page, 64, pz, DAT_MEM_PRIV_ALL_FLAG,
+                                                   DAT_VA_TYPE_ZB, &unaligned, nullptr, nullptr, nullptr, nullptr);
+    if (ia_is_verbs(ia)) {
+        EXPECT_EQ(type_of(unaligned_rc), static_cast<DAT_RETURN>(DAT_INVALID_PARAMETER));
+        EXPECT_EQ(DAT_GET_SUBTYPE(unaligned_rc), DAT_INVALID_ARG3);
+    } else {
+        ASSERT_EQ(unaligned_rc, kOk);
+        EXPECT_EQ(dat_lmr_free(unaligned), kOk);
+    }
     // A va_type that is neither.
     DAT_LMR_HANDLE bad;
     EXPECT_EQ(type_of(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, ra, 4096, pz, DAT_MEM_PRIV_ALL_FLAG,
@@ -601,10 +623,10 @@ TEST_F(Provider, ZeroBasedLmrIsAddressedByOffsets)
               kOk);
     EXPECT_NE(next(dto_a).status, DAT_DTO_SUCCESS);
     for (std::size_t i = 0; i < 4096; ++i) {
-        ASSERT_EQ(b_mem[i], 'b') << i;
-        ASSERT_EQ(b_mem[2 * 4096 + i], 'b') << i;
-        ASSERT_EQ(a_mem[i], 'a') << i;
-        ASSERT_EQ(a_mem[2 * 4096 + i], 'a') << i;
+        ASSERT_EQ(b_pages.p[i], 'b') << i;
+        ASSERT_EQ(b_pages.p[2 * 4096 + i], 'b') << i;
+        ASSERT_EQ(a_pages.p[i], 'a') << i;
+        ASSERT_EQ(a_pages.p[2 * 4096 + i], 'a') << i;
     }
 }
 

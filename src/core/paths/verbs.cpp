@@ -254,6 +254,13 @@ DAT_RETURN VerbsPath::register_memory(Lmr& lmr, std::uint64_t addr, std::uint64_
     // addresses (lkeys; inline data is copied from them) and local rights,
     // a second one at iova 0 carries the remote rights (rkey).
     const bool zero_based = remote && lmr.va_type == DAT_VA_TYPE_ZB;
+    // The kernel takes an iova only with the address's offset in its page
+    // (ib_uverbs' rule), so 0 fits only a region that starts on a page.
+    if (zero_based && addr % static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)) != 0) {
+        if (g_debug)
+            std::fprintf(stderr, "fastdapl: a zero-based region must start on a page boundary on verbs IAs\n");
+        return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    }
     const DAT_MEM_PRIV_FLAGS local_rights = zero_based
         ? static_cast<DAT_MEM_PRIV_FLAGS>(lmr.privileges & (DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
         : lmr.privileges;
