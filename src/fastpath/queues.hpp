@@ -245,18 +245,7 @@ public:
             seg = advance(seg);
         }
         std::uint32_t ds = 1 + static_cast<std::uint32_t>(sizeof dgram) / kSegmentSize;
-        if (inline_data) {
-            auto* hdr = reinterpret_cast<mlx5_wqe_inl_data_seg*>(seg);
-            hdr->byte_count = htobe32(total_len | MLX5_INLINE_SEG);
-            copy_inline(seg + sizeof *hdr, sge, nsge);
-            ds += round_up16(4 + total_len) / kSegmentSize;
-        } else {
-            for (std::uint32_t i = 0; i < nsge; ++i) {
-                mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(seg), sge[i].length, sge[i].lkey, sge[i].addr);
-                seg = advance(seg);
-            }
-            ds += nsge;
-        }
+        ds += write_payload(seg, sge, nsge, total_len, inline_data);
         write_ctrl(wqe, opcode, ds, fm_ce_se, imm);
         finish(index, wqe, bbs, wraps(wqe, bbs) ? kNoBlueFlame : bbs, slot_opcode, total_len, fm_ce_se, cookie);
         return true;
@@ -429,21 +418,29 @@ private:
             seg = advance(seg);
         }
         std::uint32_t ds = 1 + (rdma ? 1 : 0);
+        ds += write_payload(seg, sge, nsge, total_len, inline_data);
+        write_ctrl(wqe, opcode, ds, fm_ce_se, imm);
+        finish(index, wqe, bbs, wraps(wqe, bbs) ? kNoBlueFlame : bbs, opcode, total_len, fm_ce_se, cookie);
+        return true;
+    }
+
+    // The WQE's data from `seg` on: inline (a header, then the bytes) or one
+    // data segment per gather entry, wrapping at the end of the queue
+    // buffer. Returns how many 16-byte segments it took.
+    std::uint32_t write_payload(std::uint8_t* seg, const Sge* sge, std::uint32_t nsge, std::uint32_t total_len,
+                                bool inline_data) const
+    {
         if (inline_data) {
             auto* hdr = reinterpret_cast<mlx5_wqe_inl_data_seg*>(seg);
             hdr->byte_count = htobe32(total_len | MLX5_INLINE_SEG);
             copy_inline(seg + sizeof *hdr, sge, nsge);
-            ds += round_up16(4 + total_len) / kSegmentSize;
-        } else {
-            for (std::uint32_t i = 0; i < nsge; ++i) {
-                mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(seg), sge[i].length, sge[i].lkey, sge[i].addr);
-                seg = advance(seg);
-            }
-            ds += nsge;
+            return round_up16(4 + total_len) / kSegmentSize;
         }
-        write_ctrl(wqe, opcode, ds, fm_ce_se, imm);
-        finish(index, wqe, bbs, wraps(wqe, bbs) ? kNoBlueFlame : bbs, opcode, total_len, fm_ce_se, cookie);
-        return true;
+        for (std::uint32_t i = 0; i < nsge; ++i) {
+            mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(seg), sge[i].length, sge[i].lkey, sge[i].addr);
+            seg = advance(seg);
+        }
+        return nsge;
     }
 
     // Copies the gather list behind the inline header, wrapping at the end
