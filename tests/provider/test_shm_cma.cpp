@@ -11,6 +11,7 @@
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
 
+#include "fork_server.hpp"
 #include "test_ia.hpp"
 
 #include <gtest/gtest.h>
@@ -234,37 +235,9 @@ private:
     int file_ = -1, saved_ = -1;
 };
 
-// Forks a server running `body` (its exit status: 0 when all was well).
-template <typename Body> pid_t fork_server(int& read_fd, Body body)
-{
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    const pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        alarm(60); // a child never outlives a broken test
-        _exit(body(fds[1]));
-    }
-    close(fds[1]);
-    read_fd = fds[0];
-    return pid;
-}
-
-bool read_offer(int fd, Offer& offer)
-{
-    const bool got = read(fd, &offer, sizeof offer) == static_cast<ssize_t>(sizeof offer);
-    close(fd);
-    return got;
-}
-
-int exit_status(pid_t pid)
-{
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using fastdapl_test::exit_status;
+using fastdapl_test::fork_server;
+using fastdapl_test::read_offer;
 
 class SkipUnlessShm : public ::testing::Test {
 protected:

@@ -8,6 +8,7 @@
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
 
+#include "fork_server.hpp"
 #include "test_ia.hpp"
 
 #include <gtest/gtest.h>
@@ -128,46 +129,22 @@ const char* server_ia_name()
     return name && *name ? name : test_ia_name();
 }
 
-// Forks a server; `body` runs in the child with the write end of a pipe and
-// returns its exit status. The parent gets the child's pid and read end.
-// The child first moves to FASTDAPL_TEST_SERVER_NETNS's namespace, if set.
-template <typename Body>
-pid_t fork_server(int& read_fd, Body body)
+// Forks a server (fork_server.hpp); the child first moves to
+// FASTDAPL_TEST_SERVER_NETNS's namespace, if set.
+template <typename Body> pid_t fork_server(int& read_fd, Body body)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    const pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        alarm(60); // a child never outlives a broken test
+    return fastdapl_test::fork_server(read_fd, body, [] {
         if (const char* ns = std::getenv("FASTDAPL_TEST_SERVER_NETNS"); ns && *ns) {
             const int fd = open(ns, O_RDONLY | O_CLOEXEC);
             if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
                 _exit(90);
             close(fd);
         }
-        _exit(body(fds[1]));
-    }
-    close(fds[1]);
-    read_fd = fds[0];
-    return pid;
+    });
 }
 
-bool read_offer(int fd, Offer& offer)
-{
-    const bool got = read(fd, &offer, sizeof offer) == static_cast<ssize_t>(sizeof offer);
-    close(fd);
-    return got;
-}
-
-int exit_status(pid_t pid)
-{
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using fastdapl_test::exit_status;
+using fastdapl_test::read_offer;
 
 std::vector<char> pattern(std::size_t n, char seed)
 {
