@@ -1554,11 +1554,16 @@ Device::Take Device::receive_direct(Qp& qp)
     return Take::taken;
 }
 
+void Device::refuse(Qp& qp, std::uint8_t told, std::uint8_t here)
+{
+    send_frame(qp, kNak, 0, told, 0, 0, 0, nullptr, 0);
+    flush_output(qp);
+    fail(qp, here, false); // broken on this side too, not an orderly end
+}
+
 void Device::remote_access_error(Qp& qp)
 {
-    send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
-    flush_output(qp);
-    fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // broken on this side too
+    refuse(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 }
 
 bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv)
@@ -1608,9 +1613,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         if (ok && payload_len <= capacity && (h.flags & kInvalidate) && !memory_.invalidate(h.aux, qp.pd_, qp.qpn_)) {
             push_receive({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false, static_cast<std::uint16_t>(index),
                           0, 0, qp.qpn_});
-            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, 0, 0, 0, nullptr, 0);
-            flush_output(qp);
-            fail(qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
+            refuse(qp, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
             return false;
         }
         Piece pieces[2 * kMaxSge]; // an SRQ WQE's stride may hold more than kMaxSge
@@ -1631,9 +1634,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         if (!ok || payload_len > capacity) {
             const std::uint8_t local = ok ? MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR : MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
             push_receive({MLX5_CQE_RESP_ERR, local, false, static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
-            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, 0, 0, 0, nullptr, 0);
-            flush_output(qp);
-            fail(qp, local, false); // broken here too, not an orderly end
+            refuse(qp, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, local);
             return false;
         }
         push_receive({static_cast<std::uint8_t>((h.flags & kImm)          ? MLX5_CQE_RESP_SEND_IMM
@@ -1649,9 +1650,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         // The target range first: a refused write takes no receive buffer.
         std::uint64_t host = 0; // where h.addr is here (a zero-based region's are offsets)
         if (!memory_.check(h.rkey, h.addr, payload_len, kRemoteWrite, qp.pd_, qp.qpn_, &host)) {
-            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
-            flush_output(qp);
-            fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // memory untouched; broken on this side too
+            remote_access_error(qp); // memory untouched; broken on this side too
             return false;
         }
         std::uint32_t index = 0;
@@ -1669,9 +1668,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             if (h.flags & kImm)
                 push_receive({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
                               static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
-            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
-            flush_output(qp);
-            fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);
+            remote_access_error(qp);
             return false;
         }
         if (h.flags & kImm)
@@ -1690,9 +1687,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         if (!memory_.check(h.rkey, h.addr, h.length, kRemoteRead, qp.pd_, qp.qpn_, &host) ||
             !send_frame(qp, kReadResp, pull ? kPull : 0, 0, pull ? host : 0, 0, 0,
                         pull ? nullptr : reinterpret_cast<const void*>(host), pull ? 0 : h.length, true)) {
-            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
-            flush_output(qp);
-            fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false);
+            remote_access_error(qp);
             return false;
         }
         return true;
@@ -1711,9 +1706,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         else if ((host & 7) != 0)
             syndrome = MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR;
         if (syndrome) {
-            send_frame(qp, kNak, 0, syndrome, 0, 0, 0, nullptr, 0);
-            flush_output(qp);
-            fail(qp, syndrome, false);
+            refuse(qp, syndrome, syndrome);
             return false;
         }
         std::uint64_t swap_add = 0, compare = 0;
@@ -1798,9 +1791,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         }
         std::uint64_t host = 0;
         if (!memory_.check(h.rkey, h.addr, total, kRemoteWrite, qp.pd_, qp.qpn_, &host)) {
-            send_frame(qp, kNak, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0, 0, 0, nullptr, 0);
-            flush_output(qp);
-            fail(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, false); // memory untouched; broken on this side too
+            remote_access_error(qp); // memory untouched; broken on this side too
             return false;
         }
         std::uint32_t index = 0;
@@ -1825,9 +1816,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
             if (h.flags & kImm)
                 push_receive({MLX5_CQE_RESP_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
                               static_cast<std::uint16_t>(index), 0, 0, qp.qpn_});
-            send_frame(qp, kNak, 0, syndrome, 0, 0, 0, nullptr, 0);
-            flush_output(qp);
-            fail(qp, syndrome, false);
+            refuse(qp, syndrome, syndrome);
             return false;
         }
         if (h.flags & kImm)

@@ -526,6 +526,9 @@ private:
     // dropped and refused).
     void start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::uint32_t length,
                       const std::uint8_t* arrived, std::size_t n);
+    // A request refused: the peer is told `told` (a NAK, sent at once), and
+    // the queue pair fails with `here`.
+    void refuse(Qp& qp, std::uint8_t told, std::uint8_t here);
     void remote_access_error(Qp& qp);
     // A large WRITE the target pulls (fastdapl-shm): its frame, naming the
     // `count` segments gathered into qp.direct_send_.iov[1..].
