@@ -6,7 +6,10 @@
 #include "fault_guard.hpp"
 
 #include <endian.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -33,6 +36,33 @@ CmaMode cma_mode()
         return CmaMode::off;
     }();
     return mode;
+}
+
+bool PeerProcess::open(pid_t of)
+{
+    close();
+    const long fd = ::syscall(SYS_pidfd_open, of, 0);
+    if (fd < 0)
+        return false;
+    pid = of;
+    pidfd = static_cast<int>(fd);
+    return true;
+}
+
+void PeerProcess::close()
+{
+    if (pidfd >= 0)
+        ::close(pidfd);
+    pidfd = -1;
+    pid = 0;
+}
+
+bool PeerProcess::alive() const
+{
+    // A pidfd polls readable once its process has exited (a zombie keeps
+    // its pid until reaped, so while this says alive the pid is the peer's).
+    pollfd p{pidfd, POLLIN, 0};
+    return pidfd >= 0 && ::poll(&p, 1, 0) == 0;
 }
 
 void encode_pull_segments(const PullSegment* segments, std::size_t count, std::uint8_t* out)
@@ -96,7 +126,7 @@ std::size_t bytes_of(const iovec* list, std::size_t n)
 
 } // namespace
 
-bool pull_last_byte_last(pid_t pid, const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote)
+bool pull_last_byte_last(const PeerProcess& peer, const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote)
 {
     if (nlocal > kMaxLists || nremote > kMaxLists) {
         errno = EINVAL;
@@ -114,7 +144,7 @@ bool pull_last_byte_last(pid_t pid, const iovec* local, std::size_t nlocal, cons
     // page it cannot reach: a short count is a fault (there is no other).
     const std::size_t body = bytes_of(to, nlocal);
     if (body > 0) {
-        const ssize_t n = process_vm_readv(pid, to, nlocal, from, nremote, 0);
+        const ssize_t n = process_vm_readv(peer.pid, to, nlocal, from, nremote, 0);
         if (n < 0)
             return false;
         if (static_cast<std::size_t>(n) != body) {
@@ -127,10 +157,14 @@ bool pull_last_byte_last(pid_t pid, const iovec* local, std::size_t nlocal, cons
     // on it with an acquire load sees the body the kernel stored first.
     std::uint8_t last = 0;
     const iovec into_last{&last, 1}, from_tail{from_last, 1};
-    const ssize_t n = process_vm_readv(pid, &into_last, 1, &from_tail, 1, 0);
+    const ssize_t n = process_vm_readv(peer.pid, &into_last, 1, &from_tail, 1, 0);
     if (n != 1) {
         if (n >= 0)
             errno = EFAULT;
+        return false;
+    }
+    if (!peer.alive()) {
+        errno = ESRCH; // what was read may be another process's
         return false;
     }
     const Piece tail{to_last, &last, 1};

@@ -39,15 +39,33 @@ void encode_pull_segments(const PullSegment* segments, std::size_t count, std::u
 bool decode_pull_segments(const std::uint8_t* bytes, std::size_t n, std::size_t max_count, std::uint64_t max_total,
                           PullSegment* out, std::size_t& count, std::uint64_t& total);
 
-// Copies the bytes of `remote` (segments in process `pid`) into `local`
+// The other process of a link: its pid (for process_vm_readv) and a pidfd
+// opened on it while it was known to be the peer. A pid alone could name
+// another process once the peer exits and the pid is reused; the pidfd
+// still names the peer, and tells whether it has exited.
+struct PeerProcess {
+    pid_t pid = 0;
+    int pidfd = -1;
+    // Opens the pidfd on `pid` (false with errno where the kernel has no
+    // pidfd_open: no cross-memory attach then).
+    bool open(pid_t of);
+    void close();
+    // False once the process the pidfd names has exited: a read through
+    // its pid since may have reached another process.
+    bool alive() const;
+};
+
+// Copies the bytes of `remote` (segments in `peer`'s memory) into `local`
 // (segments here; the same number of bytes in all, at least one), the last
 // byte stored last (consumers poll on it): everything else in one
 // process_vm_readv, then the last byte read in a second and stored with
 // release semantics (under the fault guard). False with errno when
 // a copy fell short: EFAULT (a page on either side is not mapped as
 // needed), EPERM or ESRCH (the peer may not be read, or is gone), EINVAL
-// (lists longer than 64).
-bool pull_last_byte_last(pid_t pid, const iovec* local, std::size_t nlocal, const iovec* remote,
+// (lists longer than 64). ESRCH also when the peer exited by the end of
+// the reads: they may have reached another process that took its pid, so
+// the last byte is not stored (the body may be: the request fails).
+bool pull_last_byte_last(const PeerProcess& peer, const iovec* local, std::size_t nlocal, const iovec* remote,
                          std::size_t nremote);
 
 } // namespace fastdapl::softnic

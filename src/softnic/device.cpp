@@ -1803,7 +1803,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         iovec from[kMaxSge];
         for (std::size_t i = 0; i < count; ++i)
             from[i] = {reinterpret_cast<void*>(segments[i].addr), static_cast<std::size_t>(segments[i].length)};
-        if (!pull_last_byte_last(qp.shm_->peer_pid(), &into, 1, from, count)) {
+        if (!pull_last_byte_last(qp.shm_->peer(), &into, 1, from, count)) {
             // Whose memory faulted: this side's range, unmapped since it was
             // registered, is a remote access error (as for kWrite); else the
             // initiator's segments were, a local protection error there (as
@@ -1855,7 +1855,7 @@ bool Device::pull_read(Qp& qp, const Qp::InFlight& f, std::uint64_t source)
     for (std::uint32_t i = 0; i < f.nsge; ++i)
         into[i] = {reinterpret_cast<void*>(f.sge[i].addr), f.sge[i].length};
     const iovec from{reinterpret_cast<void*>(source), f.length};
-    if (pull_last_byte_last(qp.shm_->peer_pid(), into, f.nsge, &from, 1))
+    if (pull_last_byte_last(qp.shm_->peer(), into, f.nsge, &from, 1))
         return true;
     // Whose memory faulted: this side's, unmapped since it was registered,
     // is a local protection error (as the fault guard finds); else the

@@ -110,6 +110,7 @@ ShmLink::~ShmLink()
         ::munmap(rx_, kMapBytes);
     if (tx_)
         ::munmap(tx_, kMapBytes);
+    peer_.close();
 }
 
 void ShmLink::send_goodbye(int socket) { send_byte(socket, kGoodbye); }
@@ -151,6 +152,8 @@ void ShmLink::probe_peer()
         why = errno ? errno : ESRCH;
     } else if (expected == 0) {
         why = ENOTSUP; // the peer does not take part (FASTDAPL_SHM_CMA=0)
+    } else if (!peer_.open(cred.pid)) {
+        why = errno; // no pidfd_open: a pid alone could be reused
     } else {
         std::uint64_t seen = 0;
         const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(&tx_->probe) - reinterpret_cast<std::uintptr_t>(tx_);
@@ -159,11 +162,12 @@ void ShmLink::probe_peer()
         const ssize_t n = process_vm_readv(cred.pid, &local, 1, &remote, 1, 0);
         if (n != static_cast<ssize_t>(sizeof seen))
             why = n < 0 ? errno : EFAULT;
-        else if (seen != expected)
-            why = ESRCH; // someone else at that pid
+        else if (seen != expected || !peer_.alive())
+            why = ESRCH; // someone else at that pid (the pidfd, opened first, names whoever answered)
+        if (why != 0)
+            peer_.close();
     }
     if (why == 0) {
-        peer_pid_ = cred.pid;
         can_pull_ = true;
         tx_->peer_pulls.store(1, std::memory_order_release);
     }

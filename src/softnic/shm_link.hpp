@@ -8,6 +8,8 @@
 // Copyright (c) 2026 the fastdapl authors
 #pragma once
 
+#include "cross_memory.hpp"
+
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -91,7 +93,7 @@ public:
     // here), the peer's process (SO_PEERCRED on the socket, never a frame),
     // and whether the peer said it reads ours.
     bool can_pull() const { return can_pull_; }
-    pid_t peer_pid() const { return peer_pid_; }
+    const PeerProcess& peer() const { return peer_; }
     bool peer_pulls() const { return rx_->peer_pulls.load(std::memory_order_relaxed) != 0; }
     // Whether the peer said goodbye on the socket (a disconnect before its
     // rings existed): its end of the stream is then orderly.
@@ -123,7 +125,7 @@ private:
     bool ended_ = false; // the socket reached its end
     bool goodbye_seen_ = false;
     bool can_pull_ = false;
-    pid_t peer_pid_ = 0;
+    PeerProcess peer_;
 };
 
 } // namespace fastdapl::softnic

@@ -113,9 +113,19 @@ struct Child {
             [[maybe_unused]] ssize_t n = read(fds[0], &c, 1);
             _exit(0);
         }
+        if (pid > 0)
+            peer.open(pid);
+    }
+    // Lets the child exit and waits until it has (a zombie, not reaped).
+    void let_exit()
+    {
+        [[maybe_unused]] ssize_t n = write(fds[1], "x", 1);
+        siginfo_t info{};
+        waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT);
     }
     ~Child()
     {
+        peer.close();
         if (pid > 0) {
             [[maybe_unused]] ssize_t n = write(fds[1], "x", 1);
             waitpid(pid, nullptr, 0);
@@ -125,6 +135,7 @@ struct Child {
     }
     int fds[2] = {-1, -1};
     pid_t pid = -1;
+    PeerProcess peer;
 };
 
 TEST(PullLastByteLast, CopiesSegmentsFromAnotherProcess)
@@ -140,7 +151,7 @@ TEST(PullLastByteLast, CopiesSegmentsFromAnotherProcess)
     std::vector<std::uint8_t> a(70000, 0xee), b(130000, 0xee);
     const iovec local[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
     const iovec remote[3] = {{source.data(), 1}, {source.data() + 1, 99999}, {source.data() + 100000, 100000}};
-    if (!pull_last_byte_last(child.pid, local, 2, remote, 3) && (errno == EPERM || errno == ENOSYS))
+    if (!pull_last_byte_last(child.peer, local, 2, remote, 3) && (errno == EPERM || errno == ENOSYS))
         GTEST_SKIP() << "process_vm_readv is not allowed here: " << std::strerror(errno);
     EXPECT_EQ(std::memcmp(a.data(), expected.data(), a.size()), 0);
     EXPECT_EQ(std::memcmp(b.data(), expected.data() + a.size(), b.size()), 0);
@@ -160,7 +171,7 @@ TEST(PullLastByteLast, UnmappedPagesOnEitherSideAreEfault)
     const iovec local{into.data(), into.size()};
     const iovec remote{mapped, static_cast<std::size_t>(2 * page)};
     errno = 0;
-    EXPECT_FALSE(pull_last_byte_last(child.pid, &local, 1, &remote, 1));
+    EXPECT_FALSE(pull_last_byte_last(child.peer, &local, 1, &remote, 1));
     if (errno == EPERM || errno == ENOSYS)
         GTEST_SKIP() << "process_vm_readv is not allowed here";
     EXPECT_EQ(errno, EFAULT) << "the source's second page is unmapped";
@@ -170,27 +181,59 @@ TEST(PullLastByteLast, UnmappedPagesOnEitherSideAreEfault)
     const iovec to{mapped, static_cast<std::size_t>(2 * page)};
     const iovec from{source.data(), source.size()};
     errno = 0;
-    EXPECT_FALSE(pull_last_byte_last(child.pid, &to, 1, &from, 1));
+    EXPECT_FALSE(pull_last_byte_last(child.peer, &to, 1, &from, 1));
     EXPECT_EQ(errno, EFAULT);
     munmap(mapped, page);
 }
 
 TEST(PullLastByteLast, ListsThatDisagreeOrHoldNothingAreEinval)
 {
+    PeerProcess self;
+    ASSERT_TRUE(self.open(getpid()));
     std::uint8_t a[8] = {}, b[9] = {};
     const iovec eight{a, sizeof a}, nine{b, sizeof b}, empty{a, 0};
     errno = 0;
-    EXPECT_FALSE(pull_last_byte_last(getpid(), &eight, 1, &nine, 1));
+    EXPECT_FALSE(pull_last_byte_last(self, &eight, 1, &nine, 1));
     EXPECT_EQ(errno, EINVAL);
     errno = 0;
-    EXPECT_FALSE(pull_last_byte_last(getpid(), &empty, 1, &empty, 1));
+    EXPECT_FALSE(pull_last_byte_last(self, &empty, 1, &empty, 1));
     EXPECT_EQ(errno, EINVAL);
     std::vector<iovec> long_list(65, iovec{a, 0});
     long_list[0].iov_len = 1;
     const iovec one{b, 1};
     errno = 0;
-    EXPECT_FALSE(pull_last_byte_last(getpid(), long_list.data(), long_list.size(), &one, 1));
+    EXPECT_FALSE(pull_last_byte_last(self, long_list.data(), long_list.size(), &one, 1));
     EXPECT_EQ(errno, EINVAL);
+    self.close();
+}
+
+// The peer exited and its pid now names another process (made here by
+// pairing a live child's pid with an exited child's pidfd): what was read
+// through the pid is not the peer's, so the pull fails and the last byte
+// is never stored.
+TEST(PullLastByteLast, APidThatNoLongerNamesThePeerIsEsrch)
+{
+    const std::vector<std::uint8_t> source(4096, 9); // before the fork: the children hold it too
+    std::vector<std::uint8_t> into(4096, 0);
+    Child gone, other;
+    ASSERT_GT(gone.pid, 0);
+    ASSERT_GT(other.pid, 0);
+    ASSERT_GE(gone.peer.pidfd, 0);
+    EXPECT_TRUE(gone.peer.alive());
+    gone.let_exit();
+    EXPECT_FALSE(gone.peer.alive()) << "an exited (unreaped) process";
+    EXPECT_TRUE(other.peer.alive());
+    const iovec local{into.data(), into.size()};
+    const iovec remote{const_cast<std::uint8_t*>(source.data()), source.size()};
+    if (!pull_last_byte_last(other.peer, &local, 1, &remote, 1) && (errno == EPERM || errno == ENOSYS))
+        GTEST_SKIP() << "process_vm_readv is not allowed here";
+    EXPECT_EQ(into.back(), 9) << "the live peer's bytes arrive";
+    std::fill(into.begin(), into.end(), 0);
+    const PeerProcess reused{other.pid, gone.peer.pidfd};
+    errno = 0;
+    EXPECT_FALSE(pull_last_byte_last(reused, &local, 1, &remote, 1));
+    EXPECT_EQ(errno, ESRCH);
+    EXPECT_EQ(into.back(), 0) << "the last byte is not stored";
 }
 
 } // namespace
