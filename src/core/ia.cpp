@@ -258,7 +258,7 @@ DAT_RETURN ia_ha_related(DAT_IA_HANDLE handle, const DAT_NAME_PTR other, DAT_BOO
 void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
 {
     std::memset(a, 0, sizeof *a);
-    std::snprintf(a->adapter_name, sizeof a->adapter_name, "softnic-tcp"); // a verbs IA names its device
+    std::snprintf(a->adapter_name, sizeof a->adapter_name, "softnic-tcp"); // a verbs IA names its device, a shm IA says so (limit_ia_attr)
     std::snprintf(a->vendor_name, sizeof a->vendor_name, "fastdapl");
     a->hardware_version_major = kProviderMajor;
     a->hardware_version_minor = kProviderMinor;

@@ -127,6 +127,12 @@ TEST_F(Provider, SaysWhichLibraryAndDataPathItRuns)
         EXPECT_TRUE(data_path.rfind("generic verbs", 0) == 0 || data_path.rfind("mlx5 direct", 0) == 0) << data_path;
     else // the IA's kind: ia_params "shm" (fastdapl-shm), else TCP
         EXPECT_EQ(data_path, std::string(test_ia_name()).find("shm") != std::string::npos ? "softnic shm" : "softnic tcp");
+    // The adapter name says the same kind (a verbs IA's is its device's).
+    DAT_IA_ATTR attr{};
+    ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, DAT_PROVIDER_FIELD_NONE, nullptr), kOk);
+    if (!ia_is_verbs(ia)) {
+        EXPECT_EQ(std::string(attr.adapter_name), data_path == "softnic shm" ? "softnic-shm" : "softnic-tcp");
+    }
 }
 
 TEST(ProviderOpen, ArgumentErrors)

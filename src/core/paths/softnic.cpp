@@ -8,6 +8,7 @@
 #include "../pz.hpp"
 #include "../rmr.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -151,6 +152,12 @@ void SoftnicPath::deregister_memory(Lmr& lmr)
     device_->memory().remove(lmr.lmr_context);
     if (lmr.device_remote_mr)
         device_->memory().remove(static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(lmr.device_remote_mr)));
+}
+
+void SoftnicPath::limit_ia_attr(DAT_IA_ATTR& attr) const
+{
+    if (shm_)
+        std::snprintf(attr.adapter_name, sizeof attr.adapter_name, "softnic-shm");
 }
 
 DAT_RETURN SoftnicPath::create_window(Rmr& rmr)

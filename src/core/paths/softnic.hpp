@@ -66,7 +66,7 @@ public:
     ~SoftnicPath() override;
 
     std::unique_ptr<ConnectionManager> make_connections(Ia& ia) override;
-    void limit_ia_attr(DAT_IA_ATTR&) const override {}
+    void limit_ia_attr(DAT_IA_ATTR& attr) const override;
     bool ib_extensions() const override { return true; }
     bool atomics() const override { return true; }
     bool ud_endpoints() const override { return true; }
