@@ -309,6 +309,48 @@ INSTANTIATE_TEST_SUITE_P(OutOfRangeOrNoRemoteWrite, RemoteViolation,
                                                                            DAT_MEM_PRIV_LOCAL_WRITE_FLAG |
                                                                            DAT_MEM_PRIV_REMOTE_READ_FLAG)));
 
+// The peer disconnects abruptly, frees its EP, closes its IA and exits at
+// once (Debian's dtestsrq client does): its disconnect must still reach
+// us as DISCONNECTED (on verbs IAs the rdma_cm id lingers until its DREQ
+// is answered; destroying it at once cancelled the DREQ). Several rounds.
+TEST(TwoProcesses, PeerThatDisconnectsFreesAndExitsAtOnceIsHeard)
+{
+    constexpr int kRounds = 5;
+    for (int round = 0; round < kRounds; ++round) {
+        int fd = -1;
+        const pid_t child = fork_server(fd, [&](int out) {
+            End server(4096, DAT_MEM_PRIV_ALL_FLAG, 0, server_ia_name());
+            if (!server.ok)
+                return 10;
+            Offer offer{};
+            DAT_PSP_HANDLE psp;
+            if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
+                return 11;
+            offer.server = server.ia_address();
+            if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
+                return 12;
+            if (dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG) != kOk || dat_ep_free(server.ep) != kOk ||
+                dat_psp_free(psp) != kOk)
+                return 13;
+            return 0; // End closes the IA; the child exits at once
+        });
+        ASSERT_GT(child, 0);
+        Offer offer;
+        ASSERT_TRUE(read_offer(fd, offer));
+        End client(4096);
+        ASSERT_TRUE(client.ok);
+        DAT_EVENT e;
+        ASSERT_TRUE(connect(client, offer, {}, e)) << "round " << round;
+        const auto start = std::chrono::steady_clock::now();
+        ASSERT_TRUE(client.next(client.conn_evd, e, 20'000'000)) << "no event in 20 s, round " << round;
+        EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_DISCONNECTED) << "round " << round;
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(16)) << "round " << round;
+        EXPECT_EQ(exit_status(child), 0) << "round " << round;
+        EXPECT_EQ(dat_ep_free(client.ep), kOk);
+        client.ep = DAT_HANDLE_NULL;
+    }
+}
+
 TEST(TwoProcesses, PeerKilledMidTransferBreaksAndFlushesEverything)
 {
     constexpr std::size_t kChunk = 1 << 20;
