@@ -70,8 +70,7 @@ inline DAT_RETURN post_write_immediate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLE
 }
 
 // A send that invalidates the peer's remote key `rkey` (an RMR's context
-// unbinds it; on the softnic an LMR's loses its remote rights). The mlx5
-// direct path has no windows (max_rmrs 0), so nothing to invalidate.
+// unbinds it; on the softnic an LMR's loses its remote rights).
 inline DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
                                        DAT_DTO_COOKIE cookie, std::uint32_t rkey, DAT_COMPLETION_FLAGS flags)
 {
@@ -80,7 +79,7 @@ inline DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLE
         return softnic_path::post_with_immediate(ep, MLX5_OPCODE_SEND_INVAL, n, iov, total, cookie.as_64, nullptr,
                                                  htobe32(rkey), fastpath::control_flags(flags));
     case PathKind::mlx5:
-        return error(DAT_MODEL_NOT_SUPPORTED);
+        return mlx5_path::post_send_invalidate(ep, n, iov, total, cookie.as_64, rkey, fastpath::control_flags(flags));
     case PathKind::verbs:
         break;
     }

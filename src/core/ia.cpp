@@ -276,7 +276,7 @@ void fill_ia_attr(Ia* ia, DAT_IA_ATTR* a)
     a->max_pzs = 1 << 16;
     a->max_message_size = kMaxMessageSize;
     a->max_rdma_size = kMaxMessageSize;
-    a->max_rmrs = ia->device->max_rmrs(); // 0 where the device kind binds no windows (yet)
+    a->max_rmrs = ia->device->max_rmrs(); // 0 where the device binds no windows
     a->max_rmr_target_address = a->max_rmrs ? ~DAT_VADDR{0} : 0;
     a->max_srqs = 1 << 16;
     a->max_ep_per_srq = kMaxEpPerSrq;

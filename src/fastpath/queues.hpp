@@ -251,6 +251,83 @@ public:
         return true;
     }
 
+    // A memory-window bind as mlx5 states one: a UMR WQE (control segment,
+    // UMR control segment, mkey context segment, and for a bind one KLM
+    // naming the region's bytes, padded to 64 bytes). Length 0 frees the
+    // window. Off the fast path: binds are rare.
+    struct WindowBind {
+        std::uint32_t key = 0;        // the window's key now (the control segment's immediate)
+        std::uint8_t new_variant = 0; // the low 8 bits of its key once bound
+        bool type2 = false;           // a type 2 window: bound for this queue pair only
+        bool check_free = false;      // a type 2 bind: the window must be free
+        std::uint64_t length = 0;     // 0: the window is freed
+        std::uint64_t addr = 0;       // the bytes' address in the region's space
+        std::uint32_t region_key = 0; // the region's lkey
+        bool zero_based = false;      // the window is addressed from 0
+        std::uint8_t access = 0;      // MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_*
+    };
+    static constexpr std::uint32_t kWindowBindDs = 12; // 192 bytes: three basic blocks
+    static constexpr std::uint32_t kWindowFreeDs = 8;  // 128 bytes: two
+    static constexpr std::uint32_t window_bind_bbs(bool bind)
+    {
+        return ((bind ? kWindowBindDs : kWindowFreeDs) * kSegmentSize + kSendWqeBB - 1) / kSendWqeBB;
+    }
+
+    // Posts `b` as a UMR WQE; `slot_opcode` is what the completion side
+    // finds in the slot. False when the queue lacks room (nothing written).
+    bool post_window_bind(const WindowBind& b, std::uint8_t fm_ce_se, std::uint64_t cookie, std::uint8_t slot_opcode)
+    {
+        static_assert(sizeof(mlx5_wqe_umr_ctrl_seg) == 48 && sizeof(mlx5_wqe_mkey_context_seg) == 64 &&
+                      sizeof(mlx5_wqe_umr_klm_seg) == 16);
+        const bool bind = b.length != 0;
+        const std::uint32_t ds = bind ? kWindowBindDs : kWindowFreeDs;
+        const std::uint32_t bbs = window_bind_bbs(bind);
+        if (bbs > free_bbs())
+            return false;
+        // Built here, then copied a segment at a time (it may wrap at the
+        // queue's end); the first 16 bytes are the control segment's.
+        alignas(16) std::uint8_t body[kWindowBindDs * kSegmentSize] = {};
+        auto* umr = reinterpret_cast<mlx5_wqe_umr_ctrl_seg*>(body + kSegmentSize);
+        auto* mkey = reinterpret_cast<mlx5_wqe_mkey_context_seg*>(body + kSegmentSize + sizeof *umr);
+        std::uint64_t mask = MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY;
+        umr->flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE | MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET;
+        if (b.type2)
+            mask |= MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN;
+        const std::uint32_t qpn = be32toh(qpn_ds_) >> 8;
+        // The new key's variant, and the queue pair a bound type 2 window serves (all ones: any).
+        mkey->qpn_mkey = htobe32(b.new_variant | ((b.type2 && bind) ? qpn << 8 : 0xffffff00u));
+        if (bind) {
+            umr->klm_octowords = htobe16(4); // one KLM, padded to 64 bytes
+            if (b.type2 && b.check_free)
+                umr->flags |= MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE;
+            mask |= MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN | MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
+                    MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+                    MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC;
+            mkey->access_flags = b.access;
+            mkey->start_addr = htobe64(b.zero_based ? 0 : b.addr);
+            mkey->len = htobe64(b.length);
+            auto* klm = reinterpret_cast<mlx5_wqe_umr_klm_seg*>(body + kSegmentSize + sizeof *umr + sizeof *mkey);
+            klm->byte_count = htobe32(static_cast<std::uint32_t>(b.length));
+            klm->mkey = htobe32(b.region_key);
+            klm->address = htobe64(b.addr);
+        } else {
+            if (b.type2)
+                umr->flags |= MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN;
+            mkey->free = MLX5_WQE_MKEY_CONTEXT_FREE;
+        }
+        umr->mkey_mask = htobe64(mask);
+        const std::uint32_t index = pi_ & mask_;
+        std::uint8_t* const wqe = bb(index);
+        std::uint8_t* seg = advance(wqe);
+        for (std::uint32_t i = 1; i < ds; ++i) {
+            std::memcpy(seg, body + i * kSegmentSize, kSegmentSize);
+            seg = advance(seg);
+        }
+        write_ctrl(wqe, MLX5_OPCODE_UMR, ds, fm_ce_se, htobe32(b.key));
+        finish(index, wqe, bbs, wraps(wqe, bbs) ? kNoBlueFlame : bbs, slot_opcode, 0, fm_ce_se, cookie);
+        return true;
+    }
+
     // Publishes every WQE posted since the last call.
     [[gnu::always_inline]] void ring()
     {

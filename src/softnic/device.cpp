@@ -1026,6 +1026,17 @@ bool Device::execute_send_queue(Qp& qp)
         f.wqe_index = wqe_index;
         f.opcode = opcode;
         f.signaled = signaled;
+        // A WQE whose segment count runs past what the doorbell published
+        // (a hostile or broken one): an error, and what it claims is taken.
+        if (bbs > static_cast<std::uint16_t>(published - static_cast<std::uint16_t>(bb))) [[unlikely]] {
+            qp.sq_next_ += static_cast<std::uint16_t>(published - static_cast<std::uint16_t>(bb));
+            qp.send_hold_ |= Qp::kHoldLocalError;
+            qp.local_error_wqe_ = f;
+            qp.local_error_syndrome_ = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+            if (qp.inflight_.empty())
+                finish_local_error(qp);
+            return true;
+        }
         const bool rdma = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM ||
                           opcode == MLX5_OPCODE_RDMA_READ;
         // 8-byte atomics: remote address, atomic and one data segment, the
@@ -1058,6 +1069,30 @@ bool Device::execute_send_queue(Qp& qp)
             for (std::uint32_t i = 0; i < 3; ++i)
                 std::memcpy(reinterpret_cast<std::uint8_t*>(&av) + 16 * i, seg(bb, 1 + i), 16);
             first_data = 4;
+        }
+        // A memory-window bind (mlx5's UMR WQE): executed now, in the
+        // memory table; it completes in order, as a NOP does. Its segments
+        // are copied out first (they may wrap at the queue's end); nothing
+        // past its `ds` is read.
+        if (opcode == MLX5_OPCODE_UMR && !qp.datagram_) {
+            qp.sq_next_ += bbs;
+            worked = true;
+            std::uint8_t wqe[64 * 16];
+            for (std::uint32_t i = 0; i < ds; ++i)
+                std::memcpy(wqe + 16 * i, seg(bb, i), 16);
+            if (const std::uint8_t syndrome = execute_window_bind(qp, wqe, ds); syndrome != 0) {
+                qp.send_hold_ |= Qp::kHoldLocalError;
+                qp.local_error_wqe_ = f;
+                qp.local_error_syndrome_ = syndrome;
+                if (qp.inflight_.empty())
+                    finish_local_error(qp);
+                return true;
+            }
+            if (!qp.inflight_.empty())
+                qp.inflight_.push_back(f); // completed after the requests before it (complete_leading_nops)
+            else if (signaled)
+                qp.send_cq_->push({MLX5_CQE_REQ, 0, false, wqe_index, 0, 0, qp.qpn_});
+            continue;
         }
         // Gather (or, for READ, record the scatter list), checking every key.
         bool local_ok = known && ds >= first_data && ds - first_data <= (qp.max_inline_ + 4 + 15) / 16 + kMaxSge &&
@@ -1875,12 +1910,77 @@ bool Device::pull_read(Qp& qp, const Qp::InFlight& f, std::uint64_t source)
 
 void Device::complete_leading_nops(Qp& qp)
 {
-    while (!qp.inflight_.empty() && qp.inflight_.front().opcode == MLX5_OPCODE_NOP) {
+    while (!qp.inflight_.empty() &&
+           (qp.inflight_.front().opcode == MLX5_OPCODE_NOP || qp.inflight_.front().opcode == MLX5_OPCODE_UMR)) {
         const Qp::InFlight& f = qp.inflight_.front();
         if (f.signaled)
             qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, 0, 0, qp.qpn_});
         qp.inflight_.pop_front();
     }
+}
+
+std::uint8_t Device::execute_window_bind(const Qp& qp, const std::uint8_t* wqe, std::uint32_t ds)
+{
+    // The shape: a free is 8 segments (control, UMR control, mkey
+    // context), a bind 12 (and one KLM, padded to 64 bytes). The UMR
+    // control segment says which, and must say it consistently.
+    if (ds != fastpath::SendQueue::kWindowFreeDs && ds != fastpath::SendQueue::kWindowBindDs)
+        return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+    mlx5_wqe_ctrl_seg ctrl;
+    mlx5_wqe_umr_ctrl_seg umr;
+    mlx5_wqe_mkey_context_seg mkey;
+    std::memcpy(&ctrl, wqe, sizeof ctrl);
+    std::memcpy(&umr, wqe + 16, sizeof umr);
+    std::memcpy(&mkey, wqe + 16 + sizeof umr, sizeof mkey);
+    const bool bind = ds == fastpath::SendQueue::kWindowBindDs;
+    const std::uint64_t mask = be64toh(umr.mkey_mask);
+    const bool type2 = (mask & MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN) != 0;
+    constexpr std::uint8_t kKnownFlags = MLX5_WQE_UMR_CTRL_FLAG_INLINE | MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET |
+                                         MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE | MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN;
+    constexpr std::uint64_t kBindMask =
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN | MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC;
+    const std::uint64_t want = MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+                               (type2 ? MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN : 0) | (bind ? kBindMask : 0);
+    const std::uint8_t want_free = bind ? 0 : MLX5_WQE_MKEY_CONTEXT_FREE;
+    if (!(umr.flags & MLX5_WQE_UMR_CTRL_FLAG_INLINE) || (umr.flags & ~kKnownFlags) || mask != want ||
+        be16toh(umr.klm_octowords) != (bind ? 4 : 0) || umr.translation_offset != 0 || mkey.free != want_free ||
+        ((umr.flags & MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE) && !(bind && type2)) ||
+        ((umr.flags & MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN) && (bind || !type2)))
+        return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+    const std::uint32_t qpn_mkey = be32toh(mkey.qpn_mkey);
+    const std::uint32_t new_key = (be32toh(ctrl.imm) & ~0xffu) | (qpn_mkey & 0xffu);
+    // A bound type 2 window names its queue pair: this one; otherwise all ones.
+    const std::uint32_t for_qpn = qpn_mkey >> 8;
+    if (for_qpn != ((type2 && bind) ? qp.qpn_ : 0xffffffu))
+        return MLX5_CQE_SYNDROME_MW_BIND_ERR;
+    std::uint64_t addr = 0, length = 0;
+    std::uint32_t region = 0, access = 0;
+    bool zero_based = false;
+    if (bind) {
+        mlx5_wqe_umr_klm_seg klm;
+        std::memcpy(&klm, wqe + 16 + sizeof umr + sizeof mkey, sizeof klm);
+        length = be64toh(mkey.len);
+        addr = be64toh(klm.address);
+        region = be32toh(klm.mkey);
+        const std::uint64_t start = be64toh(mkey.start_addr);
+        zero_based = start != addr;
+        // One KLM covers the window: its length; the window starts at its
+        // address, or at 0. Remote read and write only (no window atomics here).
+        constexpr std::uint8_t kRights =
+            MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ | MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
+        if (length == 0 || length != be32toh(klm.byte_count) || (zero_based && start != 0) ||
+            (mkey.access_flags & ~kRights))
+            return MLX5_CQE_SYNDROME_MW_BIND_ERR;
+        access = ((mkey.access_flags & MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ) ? kRemoteRead : 0u) |
+                 ((mkey.access_flags & MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE) ? kRemoteWrite : 0u);
+    }
+    const bool require_free = (umr.flags & MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE) != 0;
+    if (!memory_.bind_window_request(new_key, qp.pd_, type2 ? 2 : 1, require_free, region, addr, length, access,
+                                     qp.qpn_, zero_based))
+        return MLX5_CQE_SYNDROME_MW_BIND_ERR;
+    return 0;
 }
 
 void Device::finish_local_error(Qp& qp)
@@ -1940,7 +2040,9 @@ void Device::flush_all(Qp& qp)
         const std::uint32_t ds = be32toh(ctrl->qpn_ds) & 0x3f;
         qp.send_cq_->push({MLX5_CQE_REQ_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false,
                            static_cast<std::uint16_t>(be32toh(ctrl->opmod_idx_opcode) >> 8), 0, 0, qp.qpn_});
-        qp.sq_next_ += std::max<std::uint32_t>(1, (ds * 16 + 63) / 64);
+        // Never past what was published (a WQE may claim more than it has).
+        const std::uint32_t left = static_cast<std::uint16_t>(published - static_cast<std::uint16_t>(qp.sq_next_));
+        qp.sq_next_ += std::min(left, std::max<std::uint32_t>(1, (ds * 16 + 63) / 64));
     }
     // Receives: only the buffers this queue pair holds. SRQ WQEs it has not
     // taken stay on the SRQ for the others.

@@ -554,8 +554,13 @@ private:
     Take receive_direct(Qp& qp);
     void fail(Qp& qp, std::uint8_t syndrome, bool requester_error);
     void finish_local_error(Qp& qp);
-    // NOPs at the head of the in-flight list complete (their requests before them have).
+    // NOPs and window binds at the head of the in-flight list complete
+    // (their requests before them have).
     void complete_leading_nops(Qp& qp);
+    // A UMR WQE (`ds` segments, copied out of the ring into `wqe`) as a
+    // memory-window bind or free by `qp`: 0 when done, else the syndrome of
+    // its error completion (nothing changed then).
+    std::uint8_t execute_window_bind(const Qp& qp, const std::uint8_t* wqe, std::uint32_t ds);
     void flush_all(Qp& qp);
     bool advance_drain(Qp& qp);
     void update_epoll(Qp& qp);

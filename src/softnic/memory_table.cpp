@@ -63,7 +63,7 @@ const MemoryTable::Region* MemoryTable::find(std::uint32_t key) const
     return &regions_[slot];
 }
 
-std::uint32_t MemoryTable::add_window(std::uint32_t pd)
+std::uint32_t MemoryTable::add_window(std::uint32_t pd, std::uint8_t type)
 {
     std::unique_lock lock(mutex_);
     const std::uint32_t key = take_slot();
@@ -71,8 +71,29 @@ std::uint32_t MemoryTable::add_window(std::uint32_t pd)
         return 0;
     Region& w = regions_[key >> 8];
     w.window = true;
+    w.type = type;
     w.pd = pd;
     return key;
+}
+
+bool MemoryTable::apply_bind(Region& w, std::uint8_t generation, std::uint32_t region_key, std::uint64_t addr,
+                             std::uint64_t length, std::uint32_t access, std::uint32_t qpn, bool zero_based)
+{
+    if (length != 0) {
+        const Region* r = find(region_key);
+        if (!r || r->window || r->pd != w.pd || addr < r->addr || length > r->length ||
+            addr - r->addr > r->length - length)
+            return false;
+    }
+    // A new generation: the old key stops working at once.
+    w.generation = generation;
+    w.addr = length && !zero_based ? addr : 0;
+    w.at = length ? addr : 0;
+    w.length = length;
+    w.access = length ? access & (kRemoteRead | kRemoteWrite) : 0;
+    w.parent = length ? region_key : 0;
+    w.qpn = qpn;
+    return true;
 }
 
 std::uint32_t MemoryTable::bind_window(std::uint32_t key, std::uint32_t region_key, std::uint64_t addr,
@@ -83,31 +104,52 @@ std::uint32_t MemoryTable::bind_window(std::uint32_t key, std::uint32_t region_k
     const Region* w = find(key);
     if (!w || !w->window)
         return 0;
-    if (length != 0) {
-        const Region* r = find(region_key);
-        if (!r || r->window || r->pd != w->pd || addr < r->addr || length > r->length ||
-            addr - r->addr > r->length - length)
-            return 0;
-    }
-    // A new generation: the old key stops working at once.
     Region& slot = regions_[key >> 8];
-    slot.generation = static_cast<std::uint8_t>(slot.generation + 1);
-    if (slot.generation == 0)
-        slot.generation = 1;
-    slot.addr = length && !zero_based ? addr : 0;
-    slot.at = length ? addr : 0;
-    slot.length = length;
-    slot.access = length ? access & (kRemoteRead | kRemoteWrite) : 0;
-    slot.parent = length ? region_key : 0;
-    slot.qpn = qpn;
+    std::uint8_t generation = static_cast<std::uint8_t>(slot.generation + 1);
+    if (generation == 0)
+        generation = 1;
+    if (!apply_bind(slot, generation, region_key, addr, length, access, qpn, zero_based))
+        return 0;
     return (key & ~0xffu) | slot.generation;
+}
+
+bool MemoryTable::bind_window_request(std::uint32_t new_key, std::uint32_t pd, std::uint8_t type, bool require_free,
+                                      std::uint32_t region_key, std::uint64_t addr, std::uint64_t length,
+                                      std::uint32_t access, std::uint32_t qpn, bool zero_based)
+{
+    std::unique_lock lock(mutex_);
+    const std::uint32_t index = new_key >> 8;
+    if (index == 0 || index >= regions_.size())
+        return false;
+    Region& w = regions_[index];
+    if (!w.live || !w.window || w.type != type || w.pd != pd || (type != 1 && type != 2))
+        return false;
+    if (access & ~(kRemoteRead | kRemoteWrite))
+        return false;
+    if (type == 1 && zero_based) // IB: a type 1 window is never zero-based
+        return false;
+    const bool bound = w.length != 0;
+    if (length != 0 && require_free && bound)
+        return false;
+    // Only its own queue pair frees a type 2 window.
+    if (length == 0 && type == 2 && bound && w.qpn != qpn)
+        return false;
+    // Remote write through a window needs the region's local write.
+    if (length != 0 && (access & kRemoteWrite)) {
+        const Region* r = find(region_key);
+        if (!r || !(r->access & kLocalWrite))
+            return false;
+    }
+    return apply_bind(w, static_cast<std::uint8_t>(new_key & 0xffu), region_key, addr, length, access,
+                      type == 2 ? qpn : 0, zero_based);
 }
 
 bool MemoryTable::invalidate(std::uint32_t key, std::uint32_t pd, std::uint32_t qpn)
 {
     std::unique_lock lock(mutex_);
     const Region* found = find(key);
-    if (!found || found->pd != pd || (found->window && found->qpn != 0 && found->qpn != qpn))
+    if (!found || found->pd != pd || (found->window && found->qpn != 0 && found->qpn != qpn) ||
+        (found->window && found->type == 1))
         return false;
     Region& r = regions_[key >> 8];
     if (r.window) {
@@ -129,6 +171,17 @@ bool MemoryTable::remove(std::uint32_t key)
         return false;
     regions_[slot].live = false;
     free_slots_.push_back(slot);
+    return true;
+}
+
+bool MemoryTable::remove_window(std::uint32_t index, std::uint32_t pd)
+{
+    std::unique_lock lock(mutex_);
+    if (index == 0 || index >= regions_.size() || !regions_[index].live || !regions_[index].window ||
+        regions_[index].pd != pd)
+        return false;
+    regions_[index].live = false;
+    free_slots_.push_back(index);
     return true;
 }
 

@@ -42,6 +42,9 @@ public:
 
     // Returns false for an unknown key (a region's or a window's).
     bool remove(std::uint32_t key);
+    // Removes the window in slot `index` of `pd`, whatever its key's
+    // generation (a device's bind requests set it); false when there is none.
+    bool remove_window(std::uint32_t index, std::uint32_t pd);
 
     // True when `key` names a live region of protection domain `pd` that
     // covers [addr, addr+length) (in the region's address space) and grants
@@ -52,8 +55,11 @@ public:
                std::uint32_t qpn = 0, std::uint64_t* host = nullptr) const;
 
     // Memory windows (RMRs): keys that give remote access to part of a
-    // region. A new window is unbound; 0 when the table is full.
-    std::uint32_t add_window(std::uint32_t pd);
+    // region. A new window is unbound; 0 when the table is full. `type`:
+    // the IB window type a device's own bind requests name (1, or 2: bound
+    // for one queue pair; see bind_window_request); 0: the softnic's own,
+    // bound through bind_window only, either way.
+    std::uint32_t add_window(std::uint32_t pd, std::uint8_t type = 0);
     // Binds window `key` to [addr, addr+length) of region `region_key` with
     // `access` (remote rights), for queue pair `qpn` only if not 0; length
     // 0 unbinds. `zero_based`: the window is addressed from 0 (its keys'
@@ -63,10 +69,22 @@ public:
     // covering the range.
     std::uint32_t bind_window(std::uint32_t key, std::uint32_t region_key, std::uint64_t addr, std::uint64_t length,
                               std::uint32_t access, std::uint32_t qpn, bool zero_based = false);
+    // A window bind as a device's send queue states it (an mlx5 UMR WQE,
+    // executed by queue pair `qpn` of `pd`): the window of `pd` in slot
+    // `new_key >> 8`, of IB type `type` (1 or 2), takes the key `new_key`
+    // and is bound as bind_window binds it (a type 2 window for `qpn`), or
+    // freed (length 0). `require_free`: a bind of a window that must be
+    // unbound (a type 2 window's); a type 2 window freed must be free or
+    // bound for `qpn`. The region must grant local write where the window
+    // gives remote write. False, and nothing changed, when any of it fails.
+    bool bind_window_request(std::uint32_t new_key, std::uint32_t pd, std::uint8_t type, bool require_free,
+                             std::uint32_t region_key, std::uint64_t addr, std::uint64_t length, std::uint32_t access,
+                             std::uint32_t qpn, bool zero_based);
     // A peer's send with invalidate, arriving on queue pair `qpn`: window
     // `key` of `pd` becomes unbound, or region `key` loses its remote rights
-    // (its local use stays). False when `key` names neither in `pd`, or a
-    // window bound for another queue pair.
+    // (its local use stays). False when `key` names neither in `pd`, a
+    // window bound for another queue pair, or a type 1 window (IB lets a
+    // peer invalidate type 2 windows only).
     bool invalidate(std::uint32_t key, std::uint32_t pd, std::uint32_t qpn);
 
 private:
@@ -80,6 +98,7 @@ private:
         std::uint8_t generation = 0;
         bool live = false;
         bool window = false;
+        std::uint8_t type = 0;    // a window's IB type (add_window)
         std::uint32_t parent = 0; // a bound window: its region's key
         std::uint32_t qpn = 0;    // a window bound for one queue pair only
     };
@@ -87,6 +106,11 @@ private:
     std::uint32_t take_slot();
     // The live entry `key` names (the lock held), or null.
     const Region* find(std::uint32_t key) const;
+    // Whether region `region_key` of `pd` covers [addr, addr+length) (the
+    // lock held); then binds window `w` over it (length 0: unbinds) with
+    // key generation `generation`. One step for both kinds of bind.
+    bool apply_bind(Region& w, std::uint8_t generation, std::uint32_t region_key, std::uint64_t addr,
+                    std::uint64_t length, std::uint32_t access, std::uint32_t qpn, bool zero_based);
     mutable std::shared_mutex mutex_;
     std::vector<Region> regions_;
     std::vector<std::uint32_t> free_slots_;

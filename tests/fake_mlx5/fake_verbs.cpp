@@ -236,6 +236,17 @@ void pump()
     }
 }
 
+// FAKE_MLX5_NO_WINDOWS=1: a device without memory windows (max_mw 0,
+// no alloc_mw), to check that the IA says so and refuses them.
+bool device_has_windows()
+{
+    static const bool none = [] {
+        const char* v = std::getenv("FAKE_MLX5_NO_WINDOWS");
+        return v && v[0] == '1';
+    }();
+    return !none;
+}
+
 // --- generic data path (ibv_post_* / ibv_poll_cq through the context's ops) ---
 
 int no_generic(const char* what)
@@ -260,6 +271,59 @@ int op_req_notify_cq(ibv_cq* cq, int)
 int op_post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**) { return no_generic("ibv_post_send"); }
 int op_post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**) { return no_generic("ibv_post_recv"); }
 int op_post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**) { return no_generic("ibv_post_srq_recv"); }
+// libmlx5's ibv_bind_mw posts a UMR WQE on the QP behind the direct path's back.
+int op_bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*)
+{
+    return no_generic("ibv_bind_mw");
+}
+
+// Memory windows: a key of the softnic's memory table (a window of the
+// PD, of its IB type), bound by the UMR WQEs the direct path posts.
+struct Mw {
+    ibv_mw mw{};
+    Pd* pd = nullptr;
+};
+
+ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type)
+{
+    if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    std::lock_guard lock(g_mu);
+    Pd* p = reinterpret_cast<Pd*>(pd);
+    if (p->base) { // as mlx5: a window belongs to a plain PD
+        errno = EINVAL;
+        return nullptr;
+    }
+    const std::uint32_t key = device().memory().add_window(p->snpd, type == IBV_MW_TYPE_1 ? 1 : 2);
+    if (key == 0) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    auto* m = new Mw;
+    m->pd = p;
+    m->mw.context = pd->context;
+    m->mw.pd = pd;
+    m->mw.rkey = key;
+    m->mw.handle = key;
+    m->mw.type = type;
+    ++p->users;
+    return &m->mw;
+}
+
+int op_dealloc_mw(ibv_mw* mw)
+{
+    std::lock_guard lock(g_mu);
+    Mw* m = reinterpret_cast<Mw*>(mw);
+    // The slot, whatever generation the window's key has reached (the
+    // library's rkey may run ahead of a bind that failed).
+    if (!device().memory().remove_window(mw->handle >> 8, m->pd->snpd))
+        trap("ibv_dealloc_mw: window 0x%x is not in the device's table", mw->rkey);
+    --m->pd->users;
+    delete m;
+    return 0;
+}
 
 // --- thread and parent domains (verbs_context ops) ----------------------------
 
@@ -322,6 +386,11 @@ Context* make_context()
     ctx.ops.post_send = op_post_send;
     ctx.ops.post_recv = op_post_recv;
     ctx.ops.post_srq_recv = op_post_srq_recv;
+    if (device_has_windows()) {
+        ctx.ops.alloc_mw = op_alloc_mw;
+        ctx.ops.dealloc_mw = op_dealloc_mw;
+        ctx.ops.bind_mw = op_bind_mw;
+    }
     c->async.fd = ::eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
     ctx.async_fd = c->async.fd;
     ctx.cmd_fd = -1;
@@ -502,6 +571,7 @@ FAKE_API int ibv_query_device(ibv_context*, ibv_device_attr* a)
     a->max_cq = 1 << 24;
     a->max_cqe = 65535;
     a->max_mr = 1 << 24;
+    a->max_mw = device_has_windows() ? 1 << 24 : 0;
     a->max_pd = 1 << 24;
     a->max_qp_rd_atom = 16;
     a->max_res_rd_atom = 16 << 16;

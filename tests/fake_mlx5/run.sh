@@ -57,6 +57,8 @@ for t in test_provider_api test_notification test_connection_models test_srq tes
 done
 echo "== test_ib_extensions on a device without atomics (FAKE_MLX5_NO_ATOMICS=1)"
 FAKE_MLX5_NO_ATOMICS=1 LD_PRELOAD="$shim" "$tests/test_ib_extensions" || { echo "FAIL: test_ib_extensions without atomics"; status=1; }
+echo "== test_rmr on a device without memory windows (FAKE_MLX5_NO_WINDOWS=1)"
+FAKE_MLX5_NO_WINDOWS=1 LD_PRELOAD="$shim" "$tests/test_rmr" || { echo "FAIL: test_rmr without windows"; status=1; }
 echo "== dat_perf (one process)"
 LD_PRELOAD="$shim" "$dat_perf" -q -P fastdapl-mlx5_0-1 || { echo "FAIL: dat_perf"; status=1; }
 exit $status

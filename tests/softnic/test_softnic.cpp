@@ -1252,3 +1252,278 @@ TEST(SoftnicDatagram, AddressVectorQueuePairsTakeNoStrangersAndNoSoftnicOpcode)
     EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
     EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
 }
+
+// --- memory windows bound by mlx5 UMR WQEs (the mlx5 direct path's binds) ---
+
+namespace {
+
+// A window bind or free of a window `key` on `ep`'s send queue, the new key
+// its variant advanced; the new key.
+std::uint32_t post_umr(Endpoint& ep, std::uint32_t key, bool type2, std::uint32_t region, std::uint64_t addr,
+                       std::uint64_t length, std::uint8_t access, bool zero_based = false, bool check_free = true)
+{
+    fastpath::SendQueue::WindowBind b;
+    b.key = key;
+    b.new_variant = static_cast<std::uint8_t>(key + 1);
+    b.type2 = type2;
+    b.check_free = check_free;
+    b.length = length;
+    b.addr = addr;
+    b.region_key = region;
+    b.zero_based = zero_based;
+    b.access = access;
+    EXPECT_TRUE(ep.sq.post_window_bind(b, MLX5_WQE_CTRL_CQ_UPDATE, 0, MLX5_OPCODE_UMR));
+    return (key & ~0xffu) | b.new_variant;
+}
+
+constexpr std::uint8_t kWindowWrite = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
+
+// The WQE at send queue index `index` of `ep`, to be spoilt before it is rung.
+std::uint8_t* wqe_at(Endpoint& ep, std::uint32_t index)
+{
+    return static_cast<std::uint8_t*>(ep.qp->descriptor().sq.buf) + static_cast<std::size_t>(index) * 64;
+}
+
+} // namespace
+
+// A type 1 window (any queue pair of its PD) and a type 2 one (its own
+// queue pair only) bound by UMR WQEs: the peer writes through them within
+// range, nowhere else; a free ends one; a rebind of the type 2 window while
+// bound is refused (IB binds it only while free) and leaves it as it was.
+TEST(SoftnicWindows, UmrBindsServeTheirRangeAndFreeEndsThem)
+{
+    Pair p;
+    std::vector<char> target(4096, 'T'), local(64, 'L');
+    const std::uint32_t region =
+        p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
+    const std::uint32_t kl = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(local.data()), 64, kAll, p.pd);
+    const std::uint32_t w1 = p.dev.memory().add_window(p.pd, 1);
+    const std::uint32_t w2 = p.dev.memory().add_window(p.pd, 2);
+    const std::uint64_t base = reinterpret_cast<std::uintptr_t>(target.data());
+    const std::uint32_t k1 = post_umr(p.b, w1, false, region, base + 1024, 256, kWindowWrite);
+    const std::uint32_t k2 = post_umr(p.b, w2, true, region, base + 2048, 256, kWindowWrite, true); // zero-based
+    p.b.sq.ring();
+    mlx5_cqe64 c;
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(p.b.next(p.b.send_cq, c));
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    }
+    EXPECT_TRUE(p.dev.memory().check(k1, base + 1024, 256, softnic::kRemoteWrite, p.pd, p.a.qp->qpn()));
+    EXPECT_FALSE(p.dev.memory().check(w1, base + 1024, 8, softnic::kRemoteWrite, p.pd)); // the old key
+    EXPECT_TRUE(p.dev.memory().check(k2, 0, 256, softnic::kRemoteWrite, p.pd, p.b.qp->qpn()));
+    EXPECT_FALSE(p.dev.memory().check(k2, 0, 8, softnic::kRemoteWrite, p.pd, p.a.qp->qpn())); // another QP
+    EXPECT_FALSE(p.dev.memory().check(k1, base + 1024, 8, softnic::kRemoteRead, p.pd));       // a right not given
+    Sge s = sge_of(local, kl, 0, 16);
+    fastpath::RemoteAddress through1{base + 1024 + 240, k1}, through2{16, k2};
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_RDMA_WRITE, &s, 1, 16, &through1, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_RDMA_WRITE, &s, 1, 16, &through2, 0, MLX5_WQE_CTRL_CQ_UPDATE, 2));
+    p.a.sq.ring();
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    }
+    EXPECT_EQ(std::string(target.data() + 1024 + 240, 16), std::string(16, 'L'));
+    EXPECT_EQ(std::string(target.data() + 2048 + 16, 16), std::string(16, 'L'));
+
+    // A bound type 2 window is not bound again (CHECK_FREE): an error, and
+    // the binding stays; the connection fails.
+    const std::uint32_t k2b = post_umr(p.b, k2, true, region, base, 256, kWindowWrite);
+    p.b.sq.ring();
+    ASSERT_TRUE(p.b.next(p.b.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_MW_BIND_ERR);
+    EXPECT_FALSE(p.dev.memory().check(k2b, base, 8, softnic::kRemoteWrite, p.pd, p.b.qp->qpn()));
+    EXPECT_TRUE(p.dev.memory().check(k2, 0, 8, softnic::kRemoteWrite, p.pd, p.b.qp->qpn()));
+    EXPECT_EQ(p.b.qp->state(), softnic::QpState::error);
+}
+
+// Frees: a type 1 window by any queue pair of its PD; a type 2 window only
+// by the queue pair it is bound for (CHECK_QPN), then bound again.
+TEST(SoftnicWindows, UmrFreeOfATypeTwoWindowOnlyByItsQueuePair)
+{
+    Pair p;
+    std::vector<char> target(1024, 'T');
+    const std::uint32_t region =
+        p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
+    const std::uint64_t base = reinterpret_cast<std::uintptr_t>(target.data());
+    const std::uint32_t w1 = p.dev.memory().add_window(p.pd, 1);
+    const std::uint32_t w2 = p.dev.memory().add_window(p.pd, 2);
+    std::uint32_t k1 = post_umr(p.b, w1, false, region, base, 64, kWindowWrite);
+    std::uint32_t k2 = post_umr(p.b, w2, true, region, base, 64, kWindowWrite);
+    k1 = post_umr(p.a, k1, false, 0, 0, 0, 0); // freed by the other queue pair: allowed for type 1
+    p.b.sq.ring();
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(p.b.next(p.b.send_cq, c));
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    }
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    EXPECT_FALSE(p.dev.memory().check(k1, base, 8, softnic::kRemoteWrite, p.pd));
+    // Freed and bound again by its own queue pair.
+    k2 = post_umr(p.b, k2, true, 0, 0, 0, 0);
+    const std::uint32_t k2b = post_umr(p.b, k2, true, region, base + 64, 64, kWindowWrite);
+    p.b.sq.ring();
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(p.b.next(p.b.send_cq, c));
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    }
+    EXPECT_TRUE(p.dev.memory().check(k2b, base + 64, 64, softnic::kRemoteWrite, p.pd, p.b.qp->qpn()));
+    // Another queue pair may not free it: an error there, the window stays.
+    post_umr(p.a, k2b, true, 0, 0, 0, 0);
+    p.a.sq.ring();
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_MW_BIND_ERR);
+    EXPECT_TRUE(p.dev.memory().check(k2b, base + 64, 64, softnic::kRemoteWrite, p.pd, p.b.qp->qpn()));
+}
+
+// Hostile or malformed UMR WQEs: each completes in error (malformed: a
+// local QP operation error; a bind the table refuses: a memory-window bind
+// error), the window stays unbound, the request behind it is flushed, and
+// nothing outside the WQE is read.
+class HostileUmr : public ::testing::TestWithParam<int> {};
+
+TEST_P(HostileUmr, CompletesInErrorAndLeavesTheWindowUnbound)
+{
+    Pair p;
+    std::vector<char> target(1024, 'T');
+    const std::uint64_t base = reinterpret_cast<std::uintptr_t>(target.data());
+    const std::uint32_t region = p.dev.memory().add(base, target.size(), kAll, p.pd);
+    const std::uint32_t read_only =
+        p.dev.memory().add(base, target.size(), softnic::kLocalRead | softnic::kRemoteRead, p.pd);
+    const std::uint32_t other_pd = p.dev.alloc_pd();
+    const std::uint32_t foreign_region = p.dev.memory().add(base, target.size(), kAll, other_pd);
+    const bool type2 = GetParam() == 11 || GetParam() == 12;
+    const std::uint32_t window = p.dev.memory().add_window(p.pd, type2 ? 2 : 1);
+    const std::uint32_t foreign_window = p.dev.memory().add_window(other_pd, 1);
+    std::uint32_t key = window, klm_region = region;
+    std::uint64_t length = 256;
+    std::uint8_t access = kWindowWrite;
+    bool zero_based = false;
+    switch (GetParam()) {
+    case 6:
+        key = region;
+        break; // a region's key, not a window's
+    case 7:
+        key = foreign_window;
+        break; // a window of another PD
+    case 8:
+        length = 2048;
+        break; // past the region's end
+    case 9:
+        klm_region = read_only;
+        break; // remote write over a region without local write
+    case 10:
+        klm_region = foreign_region;
+        break; // a region of another PD
+    case 13:
+        zero_based = true;
+        break; // a zero-based type 1 window
+    case 14:
+        access |= MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC;
+        break; // window atomics
+    default:
+        break;
+    }
+    const std::uint32_t new_key = post_umr(p.a, key, type2, klm_region, base, length, access, zero_based);
+    std::uint8_t* wqe = wqe_at(p.a, 0);
+    auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
+    auto* umr = reinterpret_cast<mlx5_wqe_umr_ctrl_seg*>(wqe + 16);
+    auto* mkey = reinterpret_cast<mlx5_wqe_mkey_context_seg*>(wqe + 64);
+    auto* klm = reinterpret_cast<mlx5_wqe_umr_klm_seg*>(wqe + 128);
+    bool malformed = true;
+    switch (GetParam()) {
+    case 0:
+        ctrl->qpn_ds = htobe32((be32toh(ctrl->qpn_ds) & ~0x3fu) | 11);
+        break; // one segment short
+    case 1:
+        ctrl->qpn_ds = htobe32(be32toh(ctrl->qpn_ds) | 0x3f);
+        break; // 63 segments: the whole ring and more
+    case 2:
+        umr->flags &= static_cast<std::uint8_t>(~MLX5_WQE_UMR_CTRL_FLAG_INLINE);
+        break; // a KLM list elsewhere
+    case 3:
+        umr->mkey_mask |= htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_BSF_ENABLE);
+        break; // a field not modelled
+    case 4:
+        umr->klm_octowords = htobe16(2);
+        break;
+    case 5:
+        mkey->free = MLX5_WQE_MKEY_CONTEXT_FREE;
+        break; // a free that carries a KLM
+    case 11:
+        mkey->qpn_mkey = htobe32((p.b.qp->qpn() << 8) | (new_key & 0xff));
+        malformed = false;
+        break; // for another QP
+    case 12:
+        klm->byte_count = htobe32(128);
+        malformed = false;
+        break; // the KLM and the window disagree
+    default:
+        malformed = false;
+        break;
+    }
+    std::vector<char> local(16, 'L');
+    const std::uint32_t kl = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(local.data()), 16, kAll, p.pd);
+    Sge s = sge_of(local, kl);
+    ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND, &s, 1, 16, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, 2)); // flushed
+    p.a.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+    EXPECT_EQ(syndrome(c), malformed ? MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR : MLX5_CQE_SYNDROME_MW_BIND_ERR);
+    EXPECT_EQ(be16toh(c.wqe_counter), 0u);
+    if (GetParam() != 1) { // the 63-segment WQE covered the send behind it too
+        ASSERT_TRUE(p.a.next(p.a.send_cq, c));
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ_ERR);
+        EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+    }
+    EXPECT_EQ(p.a.qp->state(), softnic::QpState::error);
+    for (std::uint32_t qpn : {0u, p.a.qp->qpn(), p.b.qp->qpn()})
+        EXPECT_FALSE(p.dev.memory().check(new_key, 0, 8, softnic::kRemoteWrite, p.pd, qpn));
+    EXPECT_FALSE(p.dev.memory().check(new_key, base, 8, softnic::kRemoteWrite, p.pd, p.a.qp->qpn()));
+    EXPECT_FALSE(p.dev.memory().check(new_key, base, 8, softnic::kRemoteWrite, other_pd));
+    EXPECT_EQ(std::string(target.data(), 16), std::string(16, 'T'));
+}
+
+INSTANTIATE_TEST_SUITE_P(MalformedAndRefused, HostileUmr, ::testing::Range(0, 15));
+
+// A peer's send with invalidate: a type 2 window of the receiver's is
+// unbound; a type 1 window (IB forbids it) and a foreign key break the
+// connection, the receive buffer untouched.
+TEST(SoftnicWindows, SendWithInvalidateUnbindsATypeTwoWindowOnly)
+{
+    for (const bool type2 : {true, false}) {
+        Pair p;
+        std::vector<char> target(1024, 'T'), local(16, 'L'), inbox(64, 'I');
+        const std::uint64_t base = reinterpret_cast<std::uintptr_t>(target.data());
+        const std::uint32_t region = p.dev.memory().add(base, target.size(), kAll, p.pd);
+        const std::uint32_t kl = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(local.data()), 16, kAll, p.pd);
+        const std::uint32_t ki = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(inbox.data()), 64, kAll, p.pd);
+        const std::uint32_t window = p.dev.memory().add_window(p.pd, type2 ? 2 : 1);
+        const std::uint32_t key = post_umr(p.b, window, type2, region, base, 256, kWindowWrite);
+        p.b.sq.ring();
+        mlx5_cqe64 c;
+        ASSERT_TRUE(p.b.next(p.b.send_cq, c));
+        ASSERT_EQ(opcode(c), MLX5_CQE_REQ);
+        Sge r = sge_of(inbox, ki);
+        ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+        Sge s = sge_of(local, kl);
+        ASSERT_TRUE(p.a.sq.post(MLX5_OPCODE_SEND_INVAL, &s, 1, 16, nullptr, htobe32(key), MLX5_WQE_CTRL_CQ_UPDATE, 1));
+        p.a.sq.ring();
+        ASSERT_TRUE(p.b.next(p.b.recv_cq, c));
+        if (type2) {
+            EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND_INV);
+            EXPECT_EQ(be32toh(c.imm_inval_pkey), key);
+            EXPECT_FALSE(p.dev.memory().check(key, base, 8, softnic::kRemoteWrite, p.pd, p.b.qp->qpn()));
+            EXPECT_EQ(std::string(inbox.data(), 16), std::string(16, 'L'));
+        } else {
+            EXPECT_EQ(opcode(c), MLX5_CQE_RESP_ERR);
+            EXPECT_TRUE(p.dev.memory().check(key, base, 8, softnic::kRemoteWrite, p.pd, p.b.qp->qpn()));
+            EXPECT_EQ(std::string(inbox.data(), 16), std::string(16, 'I'));
+            EXPECT_EQ(p.b.qp->state(), softnic::QpState::error);
+        }
+    }
+}

@@ -5,7 +5,9 @@
 // Copyright (c) 2026 the fastdapl authors
 #include "mlx5.hpp"
 
+#include "../lmr.hpp"
 #include "../pz.hpp"
+#include "../rmr.hpp"
 
 #if FASTDAPL_HAVE_MLX5DV
 #include "mlx5_queues.hpp" // src/verbs
@@ -121,6 +123,7 @@ bool Mlx5Path::init_queues(Ep& ep, ibv_qp* qp, const ibv_qp_cap& cap)
         return false;
     q->send_slots.assign(sizes.sq_bbs, {});
     q->recv_cookies.assign(ep.srq ? 0 : sizes.rq_wqes, 0);
+    q->sends_invalidate = max_rmrs() > 0;
     return verbs::init_send_queue(qp, q->sq, q->send_slots.data(), cap.max_inline_data) &&
            (ep.srq || verbs::init_recv_queue(qp, q->rq, q->recv_cookies.data()));
 }
@@ -153,6 +156,98 @@ void Mlx5Path::release_queues(Ep& ep)
     verbs::destroy_mlx5_resources(r);
     delete q;
     ep.queues = nullptr;
+}
+
+// A window bind as a UMR WQE on the EP's send queue (type 1 windows too,
+// as libmlx5's own ibv_bind_mw posts them on the QP it is given): the
+// window takes its next key (the low 8 bits advanced, as ibv_inc_rkey).
+// A bound type 2 window is freed first (IB binds a type 2 window only
+// while free), by an unsignalled UMR the reader folds into the bind's
+// completion; an unbind is a free. The completion (UMR -> the window-bind
+// operation) is the EP's DAT_RMR_BIND event (rmr.cpp).
+DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
+                                 Ep& ep, bool& posted)
+{
+    posted = false;
+    auto* q = static_cast<Mlx5EpQueues*>(ep.queues);
+    if (!rmr.device_window && !replace_window(rmr)) // lost when a failed bind's window was replaced
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+    auto* mw = static_cast<ibv_mw*>(rmr.device_window);
+    const bool bind = range.segment_length != 0;
+    const bool type2 = mw->type == IBV_MW_TYPE_2;
+    // The IB spec forbids a zero-based type 1 window (o10-36.2.2); one KLM
+    // spans at most 2 GiB.
+    if (bind && rmr.va_type == DAT_VA_TYPE_ZB && !type2)
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    if (bind && range.segment_length > (std::uint64_t{1} << 31))
+        return error(DAT_LENGTH_ERROR, DAT_NO_SUBTYPE);
+    // A type 2 window bound for another queue pair, which alone may free
+    // it: a new window takes its place (the old binding goes with it).
+    const std::uint32_t qpn = q->qp->qp_num;
+    if (type2 && rmr.window_qpn != 0 && rmr.window_qpn != qpn) {
+        if (!replace_window(rmr))
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+        mw = static_cast<ibv_mw*>(rmr.device_window);
+    }
+    const bool free_first = type2 && bind && rmr.window_qpn != 0;
+    const std::uint32_t needed =
+        fastpath::SendQueue::window_bind_bbs(bind) + (free_first ? fastpath::SendQueue::window_bind_bbs(false) : 0);
+    if (q->sq.free_bbs() < needed)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    std::uint32_t key = mw->rkey;
+    fastpath::SendQueue::WindowBind b;
+    b.type2 = type2;
+    if (free_first) {
+        b.key = key;
+        key = ibv_inc_rkey(key);
+        b.new_variant = static_cast<std::uint8_t>(key);
+        q->sq.post_window_bind(b, 0, 0, MLX5_OPCODE_LOCAL_INVAL);
+    }
+    b.key = key;
+    key = ibv_inc_rkey(key);
+    b.new_variant = static_cast<std::uint8_t>(key);
+    if (bind) {
+        b.check_free = type2;
+        b.length = range.segment_length;
+        b.addr = range.virtual_address;
+        b.region_key = lmr->lmr_context; // the local registration: process addresses
+        b.zero_based = rmr.va_type == DAT_VA_TYPE_ZB;
+        b.access = static_cast<std::uint8_t>(
+            ((privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG) ? MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ : 0) |
+            ((privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) ? MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE : 0));
+    }
+    q->sq.post_window_bind(b, MLX5_WQE_CTRL_CQ_UPDATE, 0, MLX5_OPCODE_UMR);
+    q->sq.ring();
+    mw->rkey = key;
+    rmr.context = bind ? key : 0;
+    rmr.window_qpn = type2 && bind ? qpn : 0;
+    posted = true;
+    return DAT_SUCCESS;
+}
+
+// The bind's completion came back in error (its queue pair failed): the
+// window may still hold an earlier binding, which a type 1 window would
+// keep offering over every connection of its PD. A new window replaces it
+// (a type 2 one's binding serves only the failed queue pair).
+void Mlx5Path::bind_failed(Rmr& rmr)
+{
+    rmr.context = 0;
+    auto* mw = static_cast<ibv_mw*>(rmr.device_window);
+    if (mw && mw->type == IBV_MW_TYPE_1)
+        replace_window(rmr); // where no new one can be had, the next bind tries again
+}
+
+// The RMR's window is deallocated (its key dies with it) and a fresh one
+// of the same type allocated: false, and the RMR without one, when the
+// device has none to give.
+bool Mlx5Path::replace_window(Rmr& rmr)
+{
+    const ibv_mw_type type = rmr.scope == DAT_RMR_SCOPE_EP ? IBV_MW_TYPE_2 : IBV_MW_TYPE_1;
+    if (rmr.device_window)
+        ibv_dealloc_mw(static_cast<ibv_mw*>(rmr.device_window));
+    rmr.device_window = ibv_alloc_mw(static_cast<ibv_pd*>(rmr.pz->device_pd), type);
+    rmr.window_qpn = 0;
+    return rmr.device_window != nullptr;
 }
 
 // An SRQ whose ring the fast path posts to.
@@ -210,6 +305,16 @@ DAT_RETURN Mlx5Path::make_srq_ring(Srq&, ibv_srq*)
 std::uint64_t Mlx5Path::ah_destination(ibv_ah*)
 {
     return 0;
+}
+DAT_RETURN Mlx5Path::bind_window(Rmr&, const Lmr*, const DAT_LMR_TRIPLET&, DAT_MEM_PRIV_FLAGS, Ep&, bool& posted)
+{
+    posted = false;
+    return not_supported();
+}
+void Mlx5Path::bind_failed(Rmr&) {}
+bool Mlx5Path::replace_window(Rmr&)
+{
+    return false;
 }
 
 #endif

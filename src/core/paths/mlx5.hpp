@@ -26,6 +26,9 @@ struct Mlx5EpQueues : VerbsQp {
     fastpath::RecvQueue rq;
     std::vector<fastpath::SendSlot> send_slots;
     std::vector<std::uint64_t> recv_cookies;
+    // Sends that invalidate the peer's key are posted (the IA offers
+    // windows: max_rmrs > 0; verbs_path::post_send_invalidate says why).
+    bool sends_invalidate = false;
 };
 
 // The CQ is DV-owned and read through `view`; armed by hand (view.arm),
@@ -50,10 +53,13 @@ public:
 
     DAT_RETURN resize_completions(Evd& evd, DAT_COUNT qlen) override;
     DAT_RETURN grow_srq(Srq& srq, DAT_COUNT qlen) override;
-    // The direct path writes the send queue itself: a bind through
-    // libibverbs would post behind its back. mlx5 bind WQEs are not
-    // written yet, so the direct path offers no windows.
-    DAT_COUNT max_rmrs() const override { return 0; }
+    // Windows are allocated through libibverbs (create_window,
+    // destroy_window: the verbs kind's), but bound by a UMR WQE the direct
+    // path writes on the EP's send queue itself (a bind through libibverbs
+    // would post behind its back). max_rmrs: the device's max_mw.
+    DAT_RETURN bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
+                           Ep& ep, bool& posted) override;
+    void bind_failed(Rmr& rmr) override;
 
     // Whether this build and `context`'s device can take the direct path
     // (FASTDAPL_MLX5_DIRECT=1, libmlx5, thread domains), and the data path
@@ -71,6 +77,9 @@ protected:
     // A UD post copies the address handle's address vector (mlx5dv_ah) into
     // its WQE: the entry holds a pointer to it, valid while the ibv_ah lives.
     std::uint64_t ah_destination(ibv_ah* ah) override;
+
+private:
+    bool replace_window(Rmr& rmr);
 };
 
 // --- data path (mlx5 direct) ---------------------------------------------------------------
@@ -151,6 +160,17 @@ inline DAT_RETURN post_recv(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std
         !r->queue.post(reinterpret_cast<const fastpath::Sge*>(iov), static_cast<std::uint32_t>(n), cookie)) [[unlikely]]
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
     return DAT_SUCCESS;
+}
+
+// A send that invalidates the peer's key `rkey` (mlx5's SEND_INVAL, the
+// key in the control segment's immediate field); refused where the IA
+// offers no windows (verbs_path::post_send_invalidate says why).
+inline DAT_RETURN post_send_invalidate(Ep* ep, DAT_COUNT n, const DAT_LMR_TRIPLET* iov, std::uint32_t total,
+                                       std::uint64_t cookie, std::uint32_t rkey, std::uint8_t ctrl_flags)
+{
+    if (!static_cast<Mlx5EpQueues*>(ep->queues)->sends_invalidate)
+        return error(DAT_MODEL_NOT_SUPPORTED);
+    return post_with_immediate(ep, MLX5_OPCODE_SEND_INVAL, n, iov, total, cookie, nullptr, htobe32(rkey), ctrl_flags);
 }
 
 inline bool requests_done(const Ep* ep)

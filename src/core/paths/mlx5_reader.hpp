@@ -20,11 +20,13 @@ namespace fastdapl::core {
 // mlx5's LSO number): its own entry below.
 inline constexpr std::uint8_t kDatagramSendOpcode = 0x0e;
 
-// The DAT operation of a request by its mlx5 opcode (5 bits): one load.
-// The IB extensions' requests and the memory-window bind (a NOP) are at
-// kExtendedOperationBase or above: one test finds both.
+// The DAT operation of a request by its slot's opcode (mlx5's, 6 bits):
+// one load. The IB extensions' requests and the memory-window binds (a NOP
+// on the softnic, a UMR WQE on the mlx5 direct path, whose free before a
+// type 2 window's rebind records LOCAL_INVAL) are at kExtendedOperationBase
+// or above: one test finds them all.
 inline constexpr struct OperationTable {
-    std::uint32_t of[32];
+    std::uint32_t of[64];
     constexpr OperationTable() : of{}
     {
         for (auto& o : of)
@@ -35,13 +37,16 @@ inline constexpr struct OperationTable {
         of[MLX5_OPCODE_ATOMIC_CS] = DAT_IB_DTO_CMP_SWAP;
         of[MLX5_OPCODE_ATOMIC_FA] = DAT_IB_DTO_FETCH_ADD;
         of[MLX5_OPCODE_NOP] = kWindowBindOperation;
+        of[MLX5_OPCODE_UMR] = kWindowBindOperation;
+        of[MLX5_OPCODE_LOCAL_INVAL] = kWindowFreeOperation;
         of[kDatagramSendOpcode] = DAT_IB_DTO_SEND_UD;
     }
 } kOperationOf;
+static_assert(MLX5_OPCODE_UMR < 64 && MLX5_OPCODE_LOCAL_INVAL < 64);
 
 inline std::uint32_t operation_of(std::uint8_t mlx5_opcode)
 {
-    return kOperationOf.of[mlx5_opcode & 31];
+    return kOperationOf.of[mlx5_opcode & 63];
 }
 
 // A request into a send queue in the mlx5 layout (softnic or mlx5 device);
@@ -137,6 +142,14 @@ template <class Kind, class Completions>
                     Kind::reaped(ep, *q, evd, status, true);
                     if (report)
                         return true;
+                    continue;
+                }
+                if (operation == kWindowFreeOperation) { // unsignalled: seen only in error; the bind after it reports
+                    const DAT_DTO_COMPLETION_STATUS status = d.status;
+                    q->sq.retire_through(counter);
+                    view.consume();
+                    view.publish_consumer_index();
+                    Kind::reaped(ep, *q, evd, status, true);
                     continue;
                 }
                 mark_extended_request(e, static_cast<DAT_DTOS>(operation)); // an IB extension's request: an extended event
