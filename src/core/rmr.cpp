@@ -164,15 +164,17 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE handle, DAT_LMR_HANDLE lmr_handle, const DAT_
     const DAT_EP_STATE s = ep->state.load();
     if ((s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECTED) || !ep->queues)
         return error(DAT_INVALID_STATE, ep_state_subtype(s));
-    if (rmr->bind_ep)
-        return error(DAT_INVALID_STATE, DAT_NO_SUBTYPE); // the previous bind has not completed
     Ia* ia = rmr->ia;
     // Recorded before anything is posted: the completion may be reaped on
     // another thread at once. No lock is held while posting: a post may run
     // the device, which takes EVD locks.
     const bool suppress = (flags & (DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG)) != 0;
     {
+        // Under the lock: a completion clears bind_ep only once the device
+        // path is done with the RMR (bind_failed).
         std::lock_guard lock(g_binds_mutex);
+        if (rmr->bind_ep)
+            return error(DAT_INVALID_STATE, DAT_NO_SUBTYPE); // the previous bind has not completed
         release_binding(rmr);
         if (!unbind) {
             rmr->lmr = lmr;
@@ -238,11 +240,11 @@ bool rmr_bind_completed(Ep* ep, Evd* evd, DAT_DTO_COMPLETION_STATUS status, DAT_
     if (!bind.rmr)
         return false; // freed meanwhile
     Rmr* rmr = bind.rmr;
-    rmr->bind_ep = nullptr;
     if (status != DAT_DTO_SUCCESS) { // flushed: the window is not bound after all
         release_binding(rmr); // first: it forgets the context bind_failed clears
         rmr->ia->device->bind_failed(*rmr);
     }
+    rmr->bind_ep = nullptr; // last: a new bind may start (rmr_bind looks under the lock)
     if (status == DAT_DTO_SUCCESS && bind.suppress)
         return false;
     e.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
