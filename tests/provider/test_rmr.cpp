@@ -391,6 +391,41 @@ TEST_F(Rmrs, WindowPastTwoGibibytes)
     munmap(m, size);
 }
 
+// A bind is a request on the EP's send queue: where the queue is full (its
+// requests not yet completed) the bind is refused at once, nothing posted,
+// and the RMR is left unbound.
+TEST_F(Rmrs, BindOnAFullSendQueueIsRefused)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    DAT_EP_HANDLE a, b;
+    connect_pair(a, b);
+    DAT_RMR_HANDLE target, rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &target), kOk);
+    const DAT_RMR_CONTEXT ctx = bind(target, b, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 1);
+    ASSERT_EQ(dat_rmr_create_for_ep(pz, &rmr), kOk);
+    // Suppressed writes: no completion retires them until a signalled one.
+    DAT_LMR_TRIPLET local = piece(0, 8);
+    const DAT_RMR_TRIPLET remote{reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 8, ctx};
+    DAT_RETURN rc = kOk;
+    for (int i = 0; i < 100000 && rc == kOk; ++i)
+        rc = dat_ep_post_rdma_write(a, 1, &local, DAT_DTO_COOKIE{}, &remote, DAT_COMPLETION_SUPPRESS_FLAG);
+    ASSERT_EQ(type_of(rc), t(DAT_INSUFFICIENT_RESOURCES));
+    for (DAT_RMR_HANDLE r : {rmr, target}) {
+        DAT_LMR_TRIPLET range = piece(16384, 512);
+        DAT_RMR_CONTEXT c = 0;
+        EXPECT_EQ(type_of(dat_rmr_bind(r, lmr, &range, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, a,
+                                       DAT_RMR_COOKIE{.as_64 = 2}, DAT_COMPLETION_DEFAULT_FLAG, &c)),
+                  t(DAT_INSUFFICIENT_RESOURCES));
+        DAT_RMR_PARAM q{};
+        ASSERT_EQ(dat_rmr_query(r, DAT_RMR_FIELD_ALL, &q), kOk);
+        EXPECT_EQ(q.rmr_context, 0u);
+        EXPECT_EQ(q.lmr_triplet.segment_length, 0u);
+    }
+    DAT_EVENT e{};
+    EXPECT_EQ(type_of(dat_evd_dequeue(dto_a, &e)), t(DAT_QUEUE_EMPTY)); // nothing was posted
+}
+
 TEST_F(Rmrs, BindErrorsLeaveEverythingAsItWas)
 {
     if (!supported())
