@@ -216,7 +216,10 @@ DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET
             ((privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG) ? MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ : 0) |
             ((privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) ? MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE : 0));
     }
-    q->sq.post_window_bind(b, MLX5_WQE_CTRL_CQ_UPDATE, 0, MLX5_OPCODE_UMR);
+    // A bind behind the free of the same window waits for it (the small
+    // fence libmlx5 puts behind its own binds and invalidates).
+    const std::uint8_t fence = free_first ? MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE : 0;
+    q->sq.post_window_bind(b, static_cast<std::uint8_t>(MLX5_WQE_CTRL_CQ_UPDATE | fence), 0, MLX5_OPCODE_UMR);
     q->sq.ring();
     mw->rkey = key;
     rmr.context = bind ? key : 0;
