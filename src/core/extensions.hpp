@@ -20,14 +20,14 @@ struct UdExchange;
 
 // DTO operations at or above this value are not the core API's: extended
 // requests (DAT_IB_DTO_*), and the memory-window bind the reader handles
-// itself (kWindowBindOperation), with the free that goes before a type 2
-// window's rebind on the mlx5 direct path (kWindowFreeOperation: reported
-// through the bind that follows it).
+// itself (kWindowBindOperation: its NOP), with the mlx5 direct path's
+// unsignalled UMR WQEs (kWindowStepOperation: the bind or free itself,
+// whose fenced NOP reports it; seen only in error).
 // Plain integers: the bind's value lies outside DAT_DTOS's range, and an
 // enum object may not hold it.
 inline constexpr std::uint32_t kExtendedOperationBase = DAT_DTO_EXTENSION_BASE;
 inline constexpr std::uint32_t kWindowBindOperation = DAT_DTO_EXTENSION_BASE + 0x100;
-inline constexpr std::uint32_t kWindowFreeOperation = DAT_DTO_EXTENSION_BASE + 0x101;
+inline constexpr std::uint32_t kWindowStepOperation = DAT_DTO_EXTENSION_BASE + 0x101;
 
 // Counters of dat_ib_query_counters: relaxed increments, kept off the
 // posting and polling hot paths (the extended operations, receives with

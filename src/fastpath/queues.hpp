@@ -273,9 +273,8 @@ public:
         return ((bind ? kWindowBindDs : kWindowFreeDs) * kSegmentSize + kSendWqeBB - 1) / kSendWqeBB;
     }
 
-    // Posts `b` as a UMR WQE; `slot_opcode` is what the completion side
-    // finds in the slot. False when the queue lacks room (nothing written).
-    bool post_window_bind(const WindowBind& b, std::uint8_t fm_ce_se, std::uint64_t cookie, std::uint8_t slot_opcode)
+    // Posts `b` as a UMR WQE. False when the queue lacks room (nothing written).
+    bool post_window_bind(const WindowBind& b, std::uint8_t fm_ce_se, std::uint64_t cookie)
     {
         static_assert(sizeof(mlx5_wqe_umr_ctrl_seg) == 48 && sizeof(mlx5_wqe_mkey_context_seg) == 64 &&
                       sizeof(mlx5_wqe_umr_klm_seg) == 16);
@@ -324,7 +323,7 @@ public:
             seg = advance(seg);
         }
         write_ctrl(wqe, MLX5_OPCODE_UMR, ds, fm_ce_se, htobe32(b.key));
-        finish(index, wqe, bbs, wraps(wqe, bbs) ? kNoBlueFlame : bbs, slot_opcode, 0, fm_ce_se, cookie);
+        finish(index, wqe, bbs, wraps(wqe, bbs) ? kNoBlueFlame : bbs, MLX5_OPCODE_UMR, 0, fm_ce_se, cookie);
         return true;
     }
 

@@ -1272,7 +1272,7 @@ std::uint32_t post_umr(Endpoint& ep, std::uint32_t key, bool type2, std::uint32_
     b.region_key = region;
     b.zero_based = zero_based;
     b.access = access;
-    EXPECT_TRUE(ep.sq.post_window_bind(b, MLX5_WQE_CTRL_CQ_UPDATE, 0, MLX5_OPCODE_UMR));
+    EXPECT_TRUE(ep.sq.post_window_bind(b, MLX5_WQE_CTRL_CQ_UPDATE, 0));
     return (key & ~0xffu) | b.new_variant;
 }
 

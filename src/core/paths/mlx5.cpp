@@ -162,9 +162,11 @@ void Mlx5Path::release_queues(Ep& ep)
 // as libmlx5's own ibv_bind_mw posts them on the QP it is given): the
 // window takes its next key (the low 8 bits advanced, as ibv_inc_rkey).
 // A bound type 2 window is freed first (IB binds a type 2 window only
-// while free), by an unsignalled UMR the reader folds into the bind's
-// completion; an unbind is a free. The completion (UMR -> the window-bind
-// operation) is the EP's DAT_RMR_BIND event (rmr.cpp).
+// while free); an unbind is a free. The UMRs are unsignalled; behind them
+// a NOP with the initiator small fence (libmlx5 fences the WQE after a
+// bind) waits for them and carries the bind's completion, in order with
+// the EP's other requests (the softnic's NOP, rmr.cpp): what the consumer
+// posts next starts only once the window is bound.
 DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
                                  Ep& ep, bool& posted)
 {
@@ -190,8 +192,9 @@ DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET
         mw = static_cast<ibv_mw*>(rmr.device_window);
     }
     const bool free_first = type2 && bind && rmr.window_qpn != 0;
+    // The UMR, the free before it, the NOP behind it.
     const std::uint32_t needed =
-        fastpath::SendQueue::window_bind_bbs(bind) + (free_first ? fastpath::SendQueue::window_bind_bbs(false) : 0);
+        fastpath::SendQueue::window_bind_bbs(bind) + (free_first ? fastpath::SendQueue::window_bind_bbs(false) : 0) + 1;
     if (q->sq.free_bbs() < needed)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     std::uint32_t key = mw->rkey;
@@ -201,7 +204,7 @@ DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET
         b.key = key;
         key = ibv_inc_rkey(key);
         b.new_variant = static_cast<std::uint8_t>(key);
-        q->sq.post_window_bind(b, 0, 0, MLX5_OPCODE_LOCAL_INVAL);
+        q->sq.post_window_bind(b, 0, 0);
     }
     b.key = key;
     key = ibv_inc_rkey(key);
@@ -217,9 +220,10 @@ DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET
             ((privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) ? MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE : 0));
     }
     // A bind behind the free of the same window waits for it (the small
-    // fence libmlx5 puts behind its own binds and invalidates).
-    const std::uint8_t fence = free_first ? MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE : 0;
-    q->sq.post_window_bind(b, static_cast<std::uint8_t>(MLX5_WQE_CTRL_CQ_UPDATE | fence), 0, MLX5_OPCODE_UMR);
+    // fence libmlx5 puts behind its own invalidates).
+    q->sq.post_window_bind(b, free_first ? MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE : 0, 0);
+    q->sq.post(MLX5_OPCODE_NOP, nullptr, 0, 0, nullptr, 0,
+               MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE, 0);
     q->sq.ring();
     mw->rkey = key;
     rmr.context = bind ? key : 0;

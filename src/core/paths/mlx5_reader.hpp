@@ -21,10 +21,10 @@ namespace fastdapl::core {
 inline constexpr std::uint8_t kDatagramSendOpcode = 0x0e;
 
 // The DAT operation of a request by its slot's opcode (mlx5's, 6 bits):
-// one load. The IB extensions' requests and the memory-window binds (a NOP
-// on the softnic, a UMR WQE on the mlx5 direct path, whose free before a
-// type 2 window's rebind records LOCAL_INVAL) are at kExtendedOperationBase
-// or above: one test finds them all.
+// one load. The IB extensions' requests and the memory-window binds (the
+// NOP that reports one; on the mlx5 direct path a fenced NOP behind the
+// unsignalled UMR WQEs that bind) are at kExtendedOperationBase or above:
+// one test finds them all.
 inline constexpr struct OperationTable {
     std::uint32_t of[64];
     constexpr OperationTable() : of{}
@@ -37,12 +37,11 @@ inline constexpr struct OperationTable {
         of[MLX5_OPCODE_ATOMIC_CS] = DAT_IB_DTO_CMP_SWAP;
         of[MLX5_OPCODE_ATOMIC_FA] = DAT_IB_DTO_FETCH_ADD;
         of[MLX5_OPCODE_NOP] = kWindowBindOperation;
-        of[MLX5_OPCODE_UMR] = kWindowBindOperation;
-        of[MLX5_OPCODE_LOCAL_INVAL] = kWindowFreeOperation;
+        of[MLX5_OPCODE_UMR] = kWindowStepOperation;
         of[kDatagramSendOpcode] = DAT_IB_DTO_SEND_UD;
     }
 } kOperationOf;
-static_assert(MLX5_OPCODE_UMR < 64 && MLX5_OPCODE_LOCAL_INVAL < 64);
+static_assert(MLX5_OPCODE_UMR < 64);
 
 inline std::uint32_t operation_of(std::uint8_t mlx5_opcode)
 {
@@ -144,7 +143,7 @@ template <class Kind, class Completions>
                         return true;
                     continue;
                 }
-                if (operation == kWindowFreeOperation) { // unsignalled: seen only in error; the bind after it reports
+                if (operation == kWindowStepOperation) { // an unsignalled UMR, seen only in error: its NOP reports
                     const DAT_DTO_COMPLETION_STATUS status = d.status;
                     q->sq.retire_through(counter);
                     view.consume();
