@@ -508,6 +508,47 @@ TEST_F(Rmrs, BindOnADisconnectedEndpointIsFlushed)
     EXPECT_EQ(dat_lmr_free(lmr), kOk);
 }
 
+// A PZ-scoped RMR serving one connection, rebound on an EP whose
+// connection is gone: the bind is flushed, the RMR reads unbound, and its
+// old context stops working over the live connection too (on the mlx5
+// direct path the type 1 window is replaced; the softnic rebinds at once).
+// The generic verbs path leaves a device's window as the failed bind found
+// it, so it is not checked there.
+TEST_F(Rmrs, FlushedRebindEndsTheOldBinding)
+{
+    if (!supported())
+        GTEST_SKIP() << "no memory windows on this IA";
+    if (ia_is_verbs(ia) && !ia_is_mlx5_direct(ia))
+        GTEST_SKIP() << "generic verbs path: the window keeps what the failed bind found";
+    DAT_EP_HANDLE a, b, c, d;
+    connect_pair(a, b);
+    connect_pair(c, d);
+    DAT_RMR_HANDLE rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &rmr), kOk);
+    const DAT_RMR_CONTEXT ctx = bind(rmr, d, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 1);
+    std::memcpy(buffer.data(), "before", 6);
+    const DAT_RMR_TRIPLET there{reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 6, ctx};
+    EXPECT_EQ(write(c, there, 6), DAT_DTO_SUCCESS);
+    ASSERT_EQ(dat_ep_disconnect(b, DAT_CLOSE_ABRUPT_FLAG), kOk);
+    DAT_EVENT e = next(conn_b);
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_DISCONNECTED);
+    DAT_LMR_TRIPLET range = piece(16384, 1024);
+    DAT_RMR_CONTEXT again = 0;
+    ASSERT_EQ(dat_rmr_bind(rmr, lmr, &range, DAT_MEM_PRIV_REMOTE_WRITE_FLAG, DAT_VA_TYPE_VA, b,
+                           DAT_RMR_COOKIE{.as_64 = 2}, DAT_COMPLETION_DEFAULT_FLAG, &again),
+              kOk);
+    e = next(dto_b);
+    EXPECT_EQ(e.event_number, DAT_RMR_BIND_COMPLETION_EVENT);
+    EXPECT_EQ(e.event_data.rmr_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
+    DAT_RMR_PARAM q{};
+    ASSERT_EQ(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &q), kOk);
+    EXPECT_EQ(q.rmr_context, 0u);
+    std::memset(buffer.data() + 8192, 0, 6);
+    EXPECT_NE(write(c, there, 6), DAT_DTO_SUCCESS);
+    EXPECT_EQ(buffer[8192], 0);
+    EXPECT_EQ(dat_rmr_free(rmr), kOk);
+}
+
 // A zero-based window: the peer addresses it from 0 (offsets into it),
 // through its context only, with the rights it was given; the query says
 // so. Verbs devices bind zero-based windows of EP scope only (type 2: the
