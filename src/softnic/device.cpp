@@ -724,11 +724,45 @@ bool Device::kick(Qp* qp)
 void Device::progress_as_consumer()
 {
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (lock.owns_lock()) {
+    if (lock.owns_lock() && !quiet_locked()) {
         consumer_round_ = true;
         progress_locked(true);
         consumer_round_ = false;
     }
+}
+
+bool Device::quiet_locked()
+{
+    // What a round would do, and why it would not now: CQEs to announce or
+    // an overflow to handle; for each queue pair, a flush (error), a post
+    // to execute, output to send, a frame half read or waiting for a
+    // receive buffer, a drain, an EPOLLOUT to take back, bytes in its ring,
+    // or its turn to look at its socket. Anything else but a connected
+    // shared-memory queue pair (a socket to read) takes the round. Nothing
+    // is changed before every queue pair was found quiet.
+    for (const Qp* qp : qps_) {
+        const QpState state = qp->state();
+        if (state == QpState::reset)
+            continue; // a round passes it by
+        // Bytes in the ring first: the look that ends most busy polls.
+        if (state != QpState::ready || !qp->shm_ || !qp->shm_->ready() || !qp->shm_->rx_empty() || qp->fd_ < 0 ||
+            static_cast<std::uint16_t>(qp->sq_next_) !=
+                static_cast<std::uint16_t>(load_be32(&qp->dbrec_[MLX5_SND_DBR])) ||
+            qp->output_pending() || !qp->in_.empty() || qp->direct_.remaining != 0 || qp->waiting_for_recv_ ||
+            qp->drain_ != Qp::Drain::none || qp->epoll_mask_ != EPOLLIN ||
+            (qp->shm_empty_looks_ + 1) % kShmSocketLook == 0)
+            return false;
+    }
+    if (receiver_waiting_.load(std::memory_order_relaxed))
+        return false;
+    for (const Cq* cq : cqs_)
+        if (cq->pushed_ || (cq->overflowed() && !cq->overflow_handled_))
+            return false;
+    // A round's reads of the rings would each have found nothing.
+    for (Qp* qp : qps_)
+        if (qp->state() == QpState::ready)
+            ++qp->shm_empty_looks_;
+    return true;
 }
 
 void Device::run()
@@ -935,7 +969,6 @@ ssize_t Device::wire_receive(Qp& qp, void* into, std::size_t want, bool register
     // peer is gone only every kShmSocketLook-th time it finds nothing, so
     // that an idle poll costs no system call. The engine thread reads the
     // socket whenever its ring is empty: it sleeps on it.
-    constexpr std::uint32_t kShmSocketLook = 128;
     using Look = ShmLink::Look;
     const Look look = !consumer_round_                                ? Look::all
                       : ++qp.shm_empty_looks_ % kShmSocketLook == 0 ? Look::for_end

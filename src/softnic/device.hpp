@@ -503,6 +503,13 @@ public:
 private:
     void run();
     void progress_as_consumer();
+    // Whether a consumer's round would find nothing to do (with the device
+    // held): then a busy poll that finds nothing costs this look alone.
+    bool quiet_locked();
+    // A polling consumer that finds a ring empty asks its socket whether
+    // the peer is gone every kShmSocketLook-th time (no system call on the
+    // others); the engine thread reads the socket whenever it looks.
+    static constexpr std::uint32_t kShmSocketLook = 128;
     // `consumer`: on a polling consumer's thread (it may hold back ACKs).
     bool progress_locked(bool consumer = false);
     bool execute_send_queue(Qp& qp);

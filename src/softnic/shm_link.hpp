@@ -87,6 +87,10 @@ public:
     bool prepare_to_sleep();
     // The peer's ring is here (writes can go out).
     bool ready() const { return tx_ != nullptr; }
+    // Nothing new in this side's ring (one acquire load): a read would find
+    // nothing but what the socket holds. A corrupt head reads as not empty
+    // (read() then reports it).
+    bool rx_empty() const { return rx_->head.load(std::memory_order_acquire) == rx_tail_; }
     void woke() { rx_->reader_sleeps.store(0, std::memory_order_relaxed); }
     // Cross-memory attach: whether this side may read the peer's memory
     // (the probe at setup worked; fixed from the moment the peer's ring is

@@ -351,6 +351,88 @@ TEST(TwoProcesses, PeerThatDisconnectsFreesAndExitsAtOnceIsHeard)
     }
 }
 
+// A consumer that only busy-polls an idle connection (dat_evd_dequeue,
+// never a wait) still hears of a peer that died, while the engine thread
+// leaves the device to its polls: on fastdapl-shm a poll that finds the
+// ring empty returns without a round, yet the receives flush and the
+// connection breaks (the connection manager's socket or the link's,
+// whichever sees the end first: on fastdapl-shm they are one socket,
+// which such a poll looks at every so often).
+TEST(TwoProcesses, PeerKilledWhileBusyPollingAnIdleConnectionIsSeenByTheDequeue)
+{
+    int fd = -1;
+    const pid_t child = fork_server(fd, [&](int out) {
+        End server(4096, DAT_MEM_PRIV_ALL_FLAG, 0, server_ia_name());
+        if (!server.ok)
+            return 10;
+        Offer offer{};
+        DAT_PSP_HANDLE psp;
+        if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
+            return 11;
+        offer.server = server.ia_address();
+        if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
+            return 12;
+        // One message each way first: the link is then fully set up.
+        DAT_LMR_TRIPLET r = server.piece(0, 64), s = server.piece(64, 8);
+        DAT_EVENT e;
+        if (dat_ep_post_recv(server.ep, 1, &r, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG) != kOk ||
+            dat_ep_post_send(server.ep, 1, &s, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG) != kOk ||
+            !server.next(server.recv_evd, e) || !server.next(server.request_evd, e))
+            return 14;
+        pause();
+        return 13;
+    });
+    ASSERT_GT(child, 0);
+    Offer offer;
+    ASSERT_TRUE(read_offer(fd, offer));
+    End client(4096);
+    ASSERT_TRUE(client.ok);
+    DAT_EVENT e;
+    ASSERT_TRUE(connect(client, offer, {}, e));
+    DAT_LMR_TRIPLET hello = client.piece(0, 64), reply = client.piece(64, 8);
+    ASSERT_EQ(dat_ep_post_recv(client.ep, 1, &hello, DAT_DTO_COOKIE{.as_64 = 99}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_EQ(dat_ep_post_send(client.ep, 1, &reply, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    ASSERT_TRUE(client.next(client.recv_evd, e));
+    ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    ASSERT_TRUE(client.next(client.request_evd, e));
+    ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    constexpr int kRecvs = 2;
+    for (int i = 0; i < kRecvs; ++i) {
+        DAT_LMR_TRIPLET r = client.piece(0, 64);
+        ASSERT_EQ(dat_ep_post_recv(client.ep, 1, &r, DAT_DTO_COOKIE{.as_64 = static_cast<DAT_UINT64>(i)},
+                                   DAT_COMPLETION_DEFAULT_FLAG),
+                  kOk);
+    }
+    // Idle polls for a while (the engine thread yields to them), then the
+    // peer dies while the polls go on.
+    const auto busy_for = [&](std::chrono::milliseconds how_long) {
+        const auto until = std::chrono::steady_clock::now() + how_long;
+        DAT_RETURN rc;
+        while ((rc = dat_evd_dequeue(client.recv_evd, &e)) != kOk && std::chrono::steady_clock::now() < until)
+            EXPECT_EQ(type_of(rc), static_cast<DAT_RETURN>(DAT_QUEUE_EMPTY));
+        return rc;
+    };
+    ASSERT_EQ(type_of(busy_for(std::chrono::milliseconds(20))), static_cast<DAT_RETURN>(DAT_QUEUE_EMPTY));
+    ASSERT_EQ(kill(child, SIGKILL), 0); // reaped after the polls: they go on without a pause
+    // The polls look at the socket every 128th time: microseconds; a
+    // second is far more. (The engine thread alone took 1.5-7.5 s here when
+    // the polls did not look: it gets in only when the polls pause.)
+    for (int i = 0; i < kRecvs; ++i) {
+        ASSERT_EQ(busy_for(std::chrono::seconds(1)), kOk) << "receive " << i << " not flushed by busy polls";
+        EXPECT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, static_cast<DAT_UINT64>(i));
+    }
+    EXPECT_EQ(exit_status(child), 128 + SIGKILL);
+    ASSERT_EQ(dat_evd_dequeue(client.conn_evd, &e), kOk);
+    if (ia_is_verbs(client.ia))
+        EXPECT_TRUE(e.event_number == DAT_CONNECTION_EVENT_BROKEN ||
+                    e.event_number == DAT_CONNECTION_EVENT_DISCONNECTED);
+    else
+        EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_BROKEN);
+    EXPECT_EQ(dat_ep_free(client.ep), kOk);
+}
+
 TEST(TwoProcesses, PeerKilledMidTransferBreaksAndFlushesEverything)
 {
     constexpr std::size_t kChunk = 1 << 20;
