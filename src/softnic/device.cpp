@@ -1040,9 +1040,11 @@ bool Device::execute_send_queue(Qp& qp)
     const std::uint32_t mask = qp.sq_cnt_ - 1;
     const std::uint16_t published = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR]));
     std::uint8_t* const base = qp.sq_.get();
+    // The ring's bytes are a power of two (sq_cnt_ is): a mask, not a
+    // division, wraps an offset (several per WQE).
+    const std::size_t ring_mask = static_cast<std::size_t>(qp.sq_cnt_) * 64 - 1;
     auto seg = [&](std::uint32_t bb, std::uint32_t i) -> std::uint8_t* {
-        const std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + i * 16) % (static_cast<std::size_t>(qp.sq_cnt_) * 64);
-        return base + off;
+        return base + ((static_cast<std::size_t>(bb & mask) * 64 + i * 16) & ring_mask);
     };
     Bytes& payload = gather_; // reused: no allocation per WQE once warm
     while (static_cast<std::uint16_t>(qp.sq_next_) != published && qp.state() == QpState::ready &&
@@ -1161,7 +1163,7 @@ bool Device::execute_send_queue(Qp& qp)
             local_ok = len <= qp.max_inline_;
             if (local_ok && len > 0) { // inline bytes start 4 bytes into the segment and may wrap (an empty buffer's data() may be null)
                 const std::size_t ring = static_cast<std::size_t>(qp.sq_cnt_) * 64;
-                const std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + first_data * 16 + 4) % ring;
+                const std::size_t off = (static_cast<std::size_t>(bb & mask) * 64 + first_data * 16 + 4) & ring_mask;
                 const std::size_t first = std::min<std::size_t>(len, ring - off);
                 payload.resize(len);
                 std::memcpy(payload.data(), base + off, first);
@@ -1668,7 +1670,8 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload
         const std::uint32_t max_sge = qp.srq_ ? qp.srq_->max_sge_ : qp.rq_stride_ / 16;
         std::uint64_t capacity = 0;
         bool ok = true;
-        std::uint64_t hosts[2 * kMaxSge] = {}; // where each segment is here (a zero-based region's are offsets)
+        std::uint64_t hosts[2 * kMaxSge]; // where each segment is here (a zero-based region's are offsets); set by each
+                                          // check that passed
         for (std::uint32_t i = 0; i < max_sge && be32toh(segs[i].lkey) != MLX5_INVALID_LKEY; ++i) {
             ok = ok && memory_.check(be32toh(segs[i].lkey), be64toh(segs[i].addr), be32toh(segs[i].byte_count),
                                      kLocalWrite, qp.srq_ ? qp.srq_->pd_ : qp.pd_, 0,

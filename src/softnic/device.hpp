@@ -289,11 +289,19 @@ private:
         std::size_t size() const { return tail_ - head_; }
         InFlight& front() { return slots_[head_ & (slots_.size() - 1)]; }
         void pop_front() { ++head_; }
+        // Copies the segments in use only (a small send has none: 256
+        // bytes of scatter list were copied for each before).
         void push_back(const InFlight& f)
         {
             if (tail_ - head_ == slots_.size())
                 regrow(std::max<std::size_t>(2 * slots_.size(), 16));
-            slots_[tail_++ & (slots_.size() - 1)] = f;
+            InFlight& slot = slots_[tail_++ & (slots_.size() - 1)];
+            slot.wqe_index = f.wqe_index;
+            slot.opcode = f.opcode;
+            slot.signaled = f.signaled;
+            slot.length = f.length;
+            slot.nsge = f.nsge;
+            std::copy_n(f.sge, f.nsge, slot.sge);
         }
         void clear() { head_ = tail_; }
         template <typename Fn> void for_each(Fn&& fn) const
@@ -509,7 +517,7 @@ private:
     // A polling consumer that finds a ring empty asks its socket whether
     // the peer is gone every kShmSocketLook-th time (no system call on the
     // others); the engine thread reads the socket whenever it looks.
-    static constexpr std::uint32_t kShmSocketLook = 128;
+    static constexpr std::uint32_t kShmSocketLook = 1024;
     // `consumer`: on a polling consumer's thread (it may hold back ACKs).
     bool progress_locked(bool consumer = false);
     bool execute_send_queue(Qp& qp);
