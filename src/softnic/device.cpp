@@ -1309,8 +1309,20 @@ bool Device::receive(Qp& qp)
         }
         const ssize_t n = wire_receive(qp, buf, receive_buffer_.size(), false);
         if (n > 0) {
-            qp.in_.insert(qp.in_.end(), buf, buf + n);
             worked = true;
+            if (qp.in_.empty()) {
+                // Nothing held from before: the frames are handled where they
+                // were read, and only what is left (a frame not all here, or
+                // one waiting for a receive buffer) is kept.
+                const auto got = static_cast<std::size_t>(n);
+                const std::size_t used = parse_frames(qp, buf, got);
+                if (qp.state() != QpState::ready)
+                    break; // failed: nothing is kept (fail() dropped the input)
+                if (used < got && qp.direct_.remaining == 0)
+                    qp.in_.assign(buf + used, buf + got);
+                continue;
+            }
+            qp.in_.insert(qp.in_.end(), buf, buf + n);
             if (qp.in_.size() > kMaxMessageSize + 2 * kHeader) // never happens with a sane peer
                 break;
             continue;
@@ -1525,21 +1537,29 @@ bool Device::receive_datagrams(Qp& qp)
 
 bool Device::parse_frames(Qp& qp)
 {
+    const std::size_t pos = parse_frames(qp, qp.in_.data(), qp.in_.size());
+    if (pos && qp.state() == QpState::ready) // fail() already discarded the input
+        qp.in_.erase(qp.in_.begin(), qp.in_.begin() + static_cast<std::ptrdiff_t>(pos));
+    return qp.state() == QpState::ready;
+}
+
+std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t size)
+{
     // Handle every complete frame.
     std::size_t pos = 0;
-    while (qp.state() == QpState::ready && qp.direct_.remaining == 0 && qp.in_.size() - pos >= kHeader) {
-        const WireHeader h = decode(qp.in_.data() + pos);
+    while (qp.state() == QpState::ready && qp.direct_.remaining == 0 && size - pos >= kHeader) {
+        const WireHeader h = decode(in + pos);
         if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kWritePull) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
-            return false;
+            return pos;
         }
         const std::size_t payload = (h.type == kReadReq) ? 0 : h.length;
-        if (qp.in_.size() - pos < kHeader + payload) {
+        if (size - pos < kHeader + payload) {
             // A large WRITE is read from the socket into its target
             // (checked first), not through this buffer.
             if (h.type == kWrite && !(h.flags & kImm) && payload >= kDirectPlacementMin) {
-                start_direct(qp, h.addr, h.rkey, h.length, qp.in_.data() + pos + kHeader, qp.in_.size() - pos - kHeader);
-                pos = qp.in_.size();
+                start_direct(qp, h.addr, h.rkey, h.length, in + pos + kHeader, size - pos - kHeader);
+                pos = size;
                 break;
             }
             // A message for an SRQ buffer takes it as it starts to arrive,
@@ -1553,17 +1573,15 @@ bool Device::parse_frames(Qp& qp)
             break;
         }
         bool wait_for_recv = false;
-        if (!handle_frame(qp, qp.in_.data() + pos, payload, wait_for_recv))
-            return false;
+        if (!handle_frame(qp, in + pos, payload, wait_for_recv))
+            return pos; // the queue pair failed
         if (wait_for_recv) {
             qp.waiting_for_recv_ = qp.state() == QpState::ready;
             break; // RC receiver-not-ready: keep the frame until a receive is posted
         }
         pos += kHeader + payload;
     }
-    if (pos && qp.state() == QpState::ready) // fail() already discarded the input
-        qp.in_.erase(qp.in_.begin(), qp.in_.begin() + static_cast<std::ptrdiff_t>(pos));
-    return qp.state() == QpState::ready;
+    return pos;
 }
 
 void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::uint32_t length,

@@ -536,6 +536,10 @@ private:
     // Handles the complete frames of qp.in_; false when the queue pair
     // failed (or the frames stop for good).
     bool parse_frames(Qp& qp);
+    // Handles the complete frames of `in` (qp.in_'s bytes, or bytes just
+    // read while qp.in_ is empty): how many bytes it took; a large WRITE
+    // begun takes all (start_direct).
+    std::size_t parse_frames(Qp& qp, const std::uint8_t* in, std::size_t size);
     // A large WRITE to (addr, rkey, length) whose first `n` payload bytes
     // arrived with its header: checked, then read into its target (or
     // dropped and refused).
