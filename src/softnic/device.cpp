@@ -1537,6 +1537,8 @@ bool Device::receive_datagrams(Qp& qp)
 
 bool Device::parse_frames(Qp& qp)
 {
+    if (qp.in_.size() < kHeader) // no frame to look at (the usual case: frames are parsed where they are read)
+        return qp.state() == QpState::ready;
     const std::size_t pos = parse_frames(qp, qp.in_.data(), qp.in_.size());
     if (pos && qp.state() == QpState::ready) // fail() already discarded the input
         qp.in_.erase(qp.in_.begin(), qp.in_.begin() + static_cast<std::ptrdiff_t>(pos));
