@@ -510,16 +510,12 @@ TEST_F(Rmrs, BindOnADisconnectedEndpointIsFlushed)
 
 // A PZ-scoped RMR serving one connection, rebound on an EP whose
 // connection is gone: the bind is flushed, the RMR reads unbound, and its
-// old context stops working over the live connection too (on the mlx5
-// direct path the type 1 window is replaced; the softnic rebinds at once).
-// The generic verbs path leaves a device's window as the failed bind found
-// it, so it is not checked there.
+// old context stops working over the live connection too (on
+// verbs IAs the type 1 window is replaced; the softnic rebinds at once).
 TEST_F(Rmrs, FlushedRebindEndsTheOldBinding)
 {
     if (!supported())
         GTEST_SKIP() << "no memory windows on this IA";
-    if (ia_is_verbs(ia) && !ia_is_mlx5_direct(ia))
-        GTEST_SKIP() << "generic verbs path: the window keeps what the failed bind found";
     DAT_EP_HANDLE a, b, c, d;
     connect_pair(a, b);
     connect_pair(c, d);

@@ -232,31 +232,6 @@ DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET
     return DAT_SUCCESS;
 }
 
-// The bind's completion came back in error (its queue pair failed): the
-// window may still hold an earlier binding, which a type 1 window would
-// keep offering over every connection of its PD. A new window replaces it
-// (a type 2 one's binding serves only the failed queue pair).
-void Mlx5Path::bind_failed(Rmr& rmr)
-{
-    rmr.context = 0;
-    auto* mw = static_cast<ibv_mw*>(rmr.device_window);
-    if (mw && mw->type == IBV_MW_TYPE_1)
-        replace_window(rmr); // where no new one can be had, the next bind tries again
-}
-
-// The RMR's window is deallocated (its key dies with it) and a fresh one
-// of the same type allocated: false, and the RMR without one, when the
-// device has none to give.
-bool Mlx5Path::replace_window(Rmr& rmr)
-{
-    const ibv_mw_type type = rmr.scope == DAT_RMR_SCOPE_EP ? IBV_MW_TYPE_2 : IBV_MW_TYPE_1;
-    if (rmr.device_window)
-        ibv_dealloc_mw(static_cast<ibv_mw*>(rmr.device_window));
-    rmr.device_window = ibv_alloc_mw(static_cast<ibv_pd*>(rmr.pz->device_pd), type);
-    rmr.window_qpn = 0;
-    return rmr.device_window != nullptr;
-}
-
 // An SRQ whose ring the fast path posts to.
 DAT_RETURN Mlx5Path::make_srq_ring(Srq& srq, ibv_srq* s)
 {
@@ -317,11 +292,6 @@ DAT_RETURN Mlx5Path::bind_window(Rmr&, const Lmr*, const DAT_LMR_TRIPLET&, DAT_M
 {
     posted = false;
     return not_supported();
-}
-void Mlx5Path::bind_failed(Rmr&) {}
-bool Mlx5Path::replace_window(Rmr&)
-{
-    return false;
 }
 
 #endif

@@ -59,7 +59,13 @@ public:
     // would post behind its back). max_rmrs: the device's max_mw.
     DAT_RETURN bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
                            Ep& ep, bool& posted) override;
-    void bind_failed(Rmr& rmr) override;
+    // As the verbs kind's; a type 2 window's context goes too (its next
+    // bind replaces or frees it by window_qpn, not by the old key).
+    void bind_failed(Rmr& rmr) override
+    {
+        rmr.context = 0;
+        VerbsPath::bind_failed(rmr);
+    }
 
     // Whether this build and `context`'s device can take the direct path
     // (FASTDAPL_MLX5_DIRECT=1, libmlx5, thread domains), and the data path
@@ -77,9 +83,6 @@ protected:
     // A UD post copies the address handle's address vector (mlx5dv_ah) into
     // its WQE: the entry holds a pointer to it, valid while the ibv_ah lives.
     std::uint64_t ah_destination(ibv_ah* ah) override;
-
-private:
-    bool replace_window(Rmr& rmr);
 };
 
 // --- data path (mlx5 direct) ---------------------------------------------------------------

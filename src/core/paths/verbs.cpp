@@ -329,6 +329,8 @@ DAT_RETURN VerbsPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLE
 {
     posted = false;
     auto* q = static_cast<VerbsEpQueues*>(ep.queues);
+    if (!rmr.device_window && !replace_window(rmr)) // lost when a failed bind's window was replaced
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     auto* mw = static_cast<ibv_mw*>(rmr.device_window);
     const bool bind = range.segment_length != 0;
     // A type 2 window is invalidated before it is bound again.
@@ -409,6 +411,26 @@ DAT_RETURN VerbsPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLE
         rmr.device_region = info.mr;
     posted = true;
     return DAT_SUCCESS;
+}
+
+void VerbsPath::bind_failed(Rmr& rmr)
+{
+    // A type 2 window keeps its context: the next bind invalidates it first.
+    auto* mw = static_cast<ibv_mw*>(rmr.device_window);
+    if (mw && mw->type == IBV_MW_TYPE_1) {
+        rmr.context = 0;
+        replace_window(rmr);
+    }
+}
+
+bool VerbsPath::replace_window(Rmr& rmr)
+{
+    const ibv_mw_type type = rmr.scope == DAT_RMR_SCOPE_EP ? IBV_MW_TYPE_2 : IBV_MW_TYPE_1;
+    if (rmr.device_window)
+        ibv_dealloc_mw(static_cast<ibv_mw*>(rmr.device_window));
+    rmr.device_window = ibv_alloc_mw(pd_of(rmr.pz), type);
+    rmr.window_qpn = 0;
+    return rmr.device_window != nullptr;
 }
 
 void VerbsPath::destroy_window(Rmr& rmr)

@@ -141,6 +141,11 @@ public:
     DAT_RETURN create_window(Rmr& rmr) override;
     DAT_RETURN bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
                            Ep& ep, bool& posted) override;
+    // A bind came back in error: a type 1 window may still hold the
+    // binding before it, which would keep working over every connection of
+    // its PD; a new window replaces it (a type 2 one's binding serves
+    // only the failed queue pair).
+    void bind_failed(Rmr& rmr) override;
     void destroy_window(Rmr& rmr) override;
 
     verbs::Device& device() { return *device_; }
@@ -148,6 +153,10 @@ public:
     void start(Ia& ia);
 
 protected:
+    // The RMR's window is deallocated (its key dies with it) and a fresh
+    // one of the same type allocated: false, and the RMR without one, when
+    // the device has none to give (the next bind tries again).
+    bool replace_window(Rmr& rmr);
     // The parts the mlx5 kind does its own way.
     virtual DAT_RETURN make_cq(Evd& evd, int cqe, ibv_comp_channel* channel, int wake_fd);
     virtual ibv_qp* make_qp(Ep& ep, ibv_qp_init_attr& init);
