@@ -23,7 +23,7 @@ public:
     std::uint32_t window = 0;               // the softnic's window: its current key
     void* device_window = nullptr;          // a verbs device's (ibv_mw)
     void* device_region = nullptr;          // a verbs device's: the ibv_mr of the last bind
-    std::uint32_t window_qpn = 0;           // mlx5 direct: the queue pair its type 2 window is bound for (0: free)
+    std::uint32_t window_qpn = 0;           // verbs kinds: the queue pair its type 2 window is bound for (0: free)
     // The current binding; lmr null while unbound.
     Lmr* lmr = nullptr;
     DAT_LMR_TRIPLET triplet{};

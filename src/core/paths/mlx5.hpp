@@ -59,14 +59,6 @@ public:
     // would post behind its back). max_rmrs: the device's max_mw.
     DAT_RETURN bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
                            Ep& ep, bool& posted) override;
-    // As the verbs kind's; a type 2 window's context goes too (its next
-    // bind replaces or frees it by window_qpn, not by the old key).
-    void bind_failed(Rmr& rmr) override
-    {
-        rmr.context = 0;
-        VerbsPath::bind_failed(rmr);
-    }
-
     // Whether this build and `context`'s device can take the direct path
     // (FASTDAPL_MLX5_DIRECT=1, libmlx5, thread domains), and the data path
     // attribute that says which path the IA takes.

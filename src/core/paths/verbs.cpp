@@ -333,8 +333,17 @@ DAT_RETURN VerbsPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLE
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     auto* mw = static_cast<ibv_mw*>(rmr.device_window);
     const bool bind = range.segment_length != 0;
-    // A type 2 window is invalidated before it is bound again.
-    const bool invalidate_first = mw->type == IBV_MW_TYPE_2 && rmr.context != 0;
+    // A type 2 window bound for another queue pair, which alone may
+    // invalidate it: a new window takes its place for a bind (the old
+    // binding goes with it). One bound here is invalidated before it is
+    // bound again.
+    const std::uint32_t qpn = q->qp->qp_num;
+    if (bind && mw->type == IBV_MW_TYPE_2 && rmr.window_qpn != 0 && rmr.window_qpn != qpn) {
+        if (!replace_window(rmr))
+            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+        mw = static_cast<ibv_mw*>(rmr.device_window);
+    }
+    const bool invalidate_first = mw->type == IBV_MW_TYPE_2 && rmr.window_qpn != 0;
     const std::uint64_t needed = invalidate_first && bind ? 2 : 1;
     const auto depth = static_cast<std::uint64_t>(q->sends.size());
     if (q->send_posted - q->send_retired + needed > depth)
@@ -378,7 +387,7 @@ DAT_RETURN VerbsPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLE
         int n = 0;
         if (invalidate_first || !bind) {
             wr[n].opcode = IBV_WR_LOCAL_INV;
-            wr[n].invalidate_rkey = rmr.context;
+            wr[n].invalidate_rkey = invalidate_first ? mw->rkey : rmr.context;
             ++n;
         }
         if (bind) {
@@ -409,18 +418,17 @@ DAT_RETURN VerbsPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLE
     rmr.context = bind ? context : 0;
     if (bind)
         rmr.device_region = info.mr;
+    if (mw->type == IBV_MW_TYPE_2)
+        rmr.window_qpn = bind ? qpn : 0;
     posted = true;
     return DAT_SUCCESS;
 }
 
 void VerbsPath::bind_failed(Rmr& rmr)
 {
-    // A type 2 window keeps its context: the next bind invalidates it first.
-    auto* mw = static_cast<ibv_mw*>(rmr.device_window);
-    if (mw && mw->type == IBV_MW_TYPE_1) {
-        rmr.context = 0;
-        replace_window(rmr);
-    }
+    rmr.context = 0;
+    if (rmr.device_window)
+        replace_window(rmr); // where no new one can be had, the next bind tries again
 }
 
 bool VerbsPath::replace_window(Rmr& rmr)

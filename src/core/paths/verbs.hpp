@@ -141,10 +141,10 @@ public:
     DAT_RETURN create_window(Rmr& rmr) override;
     DAT_RETURN bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET& range, DAT_MEM_PRIV_FLAGS privileges,
                            Ep& ep, bool& posted) override;
-    // A bind came back in error: a type 1 window may still hold the
-    // binding before it, which would keep working over every connection of
-    // its PD; a new window replaces it (a type 2 one's binding serves
-    // only the failed queue pair).
+    // A bind came back in error: the window may still hold the binding
+    // before it (a type 1 one's would keep working over every connection
+    // of its PD), or be in a state the failed request left unknown; a new
+    // window replaces it.
     void bind_failed(Rmr& rmr) override;
     void destroy_window(Rmr& rmr) override;
 
