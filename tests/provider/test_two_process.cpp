@@ -358,8 +358,21 @@ TEST(TwoProcesses, PeerThatDisconnectsFreesAndExitsAtOnceIsHeard)
 // connection breaks (the connection manager's socket or the link's,
 // whichever sees the end first: on fastdapl-shm they are one socket,
 // which such a poll looks at every so often).
+// Softnic IAs only: on a verbs IA the server child, forked after this
+// process used librdmacm (earlier tests), inherits its device contexts,
+// and the kernel refuses another process's posts through them (rxe:
+// ibv_post_send says EACCES); the other tests' children post nothing.
 TEST(TwoProcesses, PeerKilledWhileBusyPollingAnIdleConnectionIsSeenByTheDequeue)
 {
+    {
+        DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+        DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+        ASSERT_EQ(dat_ia_open(test_ia_name(), 8, &async, &ia), kOk);
+        const bool verbs = ia_is_verbs(ia);
+        ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), kOk);
+        if (verbs)
+            GTEST_SKIP() << "a child forked after librdmacm was used cannot post through its contexts";
+    }
     int fd = -1;
     const pid_t child = fork_server(fd, [&](int out) {
         End server(4096, DAT_MEM_PRIV_ALL_FLAG, 0, server_ia_name());

@@ -840,8 +840,11 @@ DAT_RETURN post_request(Ep* ep, std::uint8_t mlx5_opcode, DAT_COUNT n, const DAT
     s.length = total;
     s.operation = operation;
     ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(q->qp, &wr, &bad) != 0) [[unlikely]]
+    if (const int err = ibv_post_send(q->qp, &wr, &bad); err != 0) [[unlikely]] {
+        if (g_debug)
+            std::fprintf(stderr, "fastdapl: ibv_post_send refused a request: %s\n", std::strerror(err));
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    }
     q->send_posted = seq + 1;
     return DAT_SUCCESS;
 }
