@@ -172,11 +172,8 @@ DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET
 {
     posted = false;
     auto* q = static_cast<Mlx5EpQueues*>(ep.queues);
-    if (!rmr.device_window && !replace_window(rmr)) // lost when a failed bind's window was replaced
-        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
-    auto* mw = static_cast<ibv_mw*>(rmr.device_window);
     const bool bind = range.segment_length != 0;
-    const bool type2 = mw->type == IBV_MW_TYPE_2;
+    const bool type2 = rmr.scope == DAT_RMR_SCOPE_EP; // create_window's choice
     // The IB spec forbids a zero-based type 1 window (o10-36.2.2); one KLM
     // spans at most 2 GiB.
     if (bind && rmr.va_type == DAT_VA_TYPE_ZB && !type2)
@@ -184,13 +181,11 @@ DAT_RETURN Mlx5Path::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLET
     if (bind && range.segment_length > (std::uint64_t{1} << 31))
         return error(DAT_LENGTH_ERROR, DAT_NO_SUBTYPE);
     // A type 2 window bound for another queue pair, which alone may free
-    // it: a new window takes its place (the old binding goes with it).
+    // it, is replaced for an unbind too (the UMR frees a window it holds).
     const std::uint32_t qpn = q->qp->qp_num;
-    if (type2 && rmr.window_qpn != 0 && rmr.window_qpn != qpn) {
-        if (!replace_window(rmr))
-            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
-        mw = static_cast<ibv_mw*>(rmr.device_window);
-    }
+    ibv_mw* mw = window_for(rmr, qpn, true);
+    if (!mw)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     const bool free_first = type2 && bind && rmr.window_qpn != 0;
     // The UMR, the free before it, the NOP behind it.
     const std::uint32_t needed =

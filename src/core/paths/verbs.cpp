@@ -329,20 +329,13 @@ DAT_RETURN VerbsPath::bind_window(Rmr& rmr, const Lmr* lmr, const DAT_LMR_TRIPLE
 {
     posted = false;
     auto* q = static_cast<VerbsEpQueues*>(ep.queues);
-    if (!rmr.device_window && !replace_window(rmr)) // lost when a failed bind's window was replaced
-        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
-    auto* mw = static_cast<ibv_mw*>(rmr.device_window);
     const bool bind = range.segment_length != 0;
-    // A type 2 window bound for another queue pair, which alone may
-    // invalidate it: a new window takes its place for a bind (the old
-    // binding goes with it). One bound here is invalidated before it is
-    // bound again.
+    // A bind of a type 2 window bound for another queue pair takes a new
+    // window; one bound here is invalidated before it is bound again.
     const std::uint32_t qpn = q->qp->qp_num;
-    if (bind && mw->type == IBV_MW_TYPE_2 && rmr.window_qpn != 0 && rmr.window_qpn != qpn) {
-        if (!replace_window(rmr))
-            return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
-        mw = static_cast<ibv_mw*>(rmr.device_window);
-    }
+    ibv_mw* mw = window_for(rmr, qpn, bind);
+    if (!mw)
+        return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     const bool invalidate_first = mw->type == IBV_MW_TYPE_2 && rmr.window_qpn != 0;
     const std::uint64_t needed = invalidate_first && bind ? 2 : 1;
     const auto depth = static_cast<std::uint64_t>(q->sends.size());
@@ -439,6 +432,16 @@ bool VerbsPath::replace_window(Rmr& rmr)
     rmr.device_window = ibv_alloc_mw(pd_of(rmr.pz), type);
     rmr.window_qpn = 0;
     return rmr.device_window != nullptr;
+}
+
+ibv_mw* VerbsPath::window_for(Rmr& rmr, std::uint32_t qpn, bool replace_elsewhere)
+{
+    const bool lost = !rmr.device_window; // a failed bind's replacement could not be had
+    const bool elsewhere = replace_elsewhere && rmr.scope == DAT_RMR_SCOPE_EP && rmr.window_qpn != 0 &&
+                           rmr.window_qpn != qpn;
+    if ((lost || elsewhere) && !replace_window(rmr))
+        return nullptr;
+    return static_cast<ibv_mw*>(rmr.device_window);
 }
 
 void VerbsPath::destroy_window(Rmr& rmr)

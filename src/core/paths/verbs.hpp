@@ -157,6 +157,12 @@ protected:
     // one of the same type allocated: false, and the RMR without one, when
     // the device has none to give (the next bind tries again).
     bool replace_window(Rmr& rmr);
+    // The window `rmr` binds with on queue pair `qpn`: a new one where a
+    // failed bind lost it, or, with `replace_elsewhere`, where a type 2
+    // window is bound for another queue pair (which alone may free or
+    // invalidate it; the old binding goes with it). Null when the device
+    // has none to give.
+    ibv_mw* window_for(Rmr& rmr, std::uint32_t qpn, bool replace_elsewhere);
     // The parts the mlx5 kind does its own way.
     virtual DAT_RETURN make_cq(Evd& evd, int cqe, ibv_comp_channel* channel, int wake_fd);
     virtual ibv_qp* make_qp(Ep& ep, ibv_qp_init_attr& init);
