@@ -110,6 +110,20 @@ struct End {
                next(conn_evd, e) && e.event_number == DAT_CONNECTION_EVENT_ESTABLISHED;
     }
 
+    // Server child: a PSP anywhere (`psp`), `offer` (its other fields the
+    // caller's) completed and written to the parent through `out`, one
+    // request accepted. 0, or the child's exit code for the step that
+    // failed (11: the PSP, 12: the offer or the accept).
+    int offer_and_accept(int out, Offer& offer)
+    {
+        if (dat_psp_create_any(ia, &offer.qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
+            return 11;
+        offer.server = ia_address();
+        if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !accept({}))
+            return 12;
+        return 0;
+    }
+
     bool ok = false;
     std::vector<char> buffer;
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
@@ -120,6 +134,7 @@ struct End {
     DAT_LMR_CONTEXT lmr_context;
     DAT_RMR_CONTEXT rmr_context;
     DAT_IA_ADDRESS_PTR address = nullptr;
+    DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
 };
 
 // The IA the server child opens (FASTDAPL_TEST_SERVER_IA, else the client's).
@@ -258,15 +273,11 @@ TEST_P(RemoteViolation, FailsTheWriterAndLeavesTheTargetUntouched)
         if (!server.ok)
             return 10;
         Offer offer{};
-        DAT_PSP_HANDLE psp;
-        if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
-            return 11;
         offer.address = reinterpret_cast<DAT_VADDR>(server.buffer.data());
         offer.rmr_context = server.rmr_context;
         offer.length = server.buffer.size();
-        offer.server = server.ia_address();
-        if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
-            return 12;
+        if (const int step = server.offer_and_accept(out, offer); step != 0)
+            return step;
         DAT_EVENT e;
         // A verbs target hears of the violation only if its device raises
         // an access-error event (Soft-RoCE does not); else the writer's
@@ -323,14 +334,10 @@ TEST(TwoProcesses, PeerThatDisconnectsFreesAndExitsAtOnceIsHeard)
             if (!server.ok)
                 return 10;
             Offer offer{};
-            DAT_PSP_HANDLE psp;
-            if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
-                return 11;
-            offer.server = server.ia_address();
-            if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
-                return 12;
+            if (const int step = server.offer_and_accept(out, offer); step != 0)
+                return step;
             if (dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG) != kOk || dat_ep_free(server.ep) != kOk ||
-                dat_psp_free(psp) != kOk)
+                dat_psp_free(server.psp) != kOk)
                 return 13;
             return 0; // End closes the IA; the child exits at once
         });
@@ -379,12 +386,8 @@ TEST(TwoProcesses, PeerKilledWhileBusyPollingAnIdleConnectionIsSeenByTheDequeue)
         if (!server.ok)
             return 10;
         Offer offer{};
-        DAT_PSP_HANDLE psp;
-        if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
-            return 11;
-        offer.server = server.ia_address();
-        if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
-            return 12;
+        if (const int step = server.offer_and_accept(out, offer); step != 0)
+            return step;
         // One message each way first: the link is then fully set up.
         DAT_LMR_TRIPLET r = server.piece(0, 64), s = server.piece(64, 8);
         DAT_EVENT e;
@@ -433,8 +436,6 @@ TEST(TwoProcesses, PeerKilledWhileBusyPollingAnIdleConnectionIsSeenByTheDequeue)
     // are far more. (When they did not ask, the engine thread alone found
     // the end, 1.5-7.5 s later here: it gets in only when the polls pause,
     // which takes many millions of polls.)
-    // (A verbs IA hears of it from the kernel's CM, in its own time.)
-    const bool softnic = !ia_is_verbs(client.ia);
     bool dead = false;
     long polls_since_death = 0;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -448,7 +449,7 @@ TEST(TwoProcesses, PeerKilledWhileBusyPollingAnIdleConnectionIsSeenByTheDequeue)
                 siginfo_t info{};
                 dead = waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
                        info.si_pid == child;
-            } else if (softnic && ++polls_since_death > 100000) {
+            } else if (++polls_since_death > 100000) {
                 return false;
             }
             if ((polls_since_death & 1023) == 0 && std::chrono::steady_clock::now() > until)
@@ -480,15 +481,11 @@ TEST(TwoProcesses, PeerKilledMidTransferBreaksAndFlushesEverything)
         if (!server.ok)
             return 10;
         Offer offer{};
-        DAT_PSP_HANDLE psp;
-        if (dat_psp_create_any(server.ia, &offer.qual, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != kOk)
-            return 11;
         offer.address = reinterpret_cast<DAT_VADDR>(server.buffer.data());
         offer.rmr_context = server.rmr_context;
         offer.length = server.buffer.size();
-        offer.server = server.ia_address();
-        if (write(out, &offer, sizeof offer) != static_cast<ssize_t>(sizeof offer) || !server.accept({}))
-            return 12;
+        if (const int step = server.offer_and_accept(out, offer); step != 0)
+            return step;
         pause(); // the engine thread serves the writes until the parent kills us
         return 13;
     });
