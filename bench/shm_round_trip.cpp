@@ -15,6 +15,8 @@
 // argv: rtt|empty, iterations, message bytes, IA.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
+#include "dat_check.hpp"
+
 #include <dat2/udat.h>
 
 #include <valgrind/callgrind.h>
@@ -26,24 +28,8 @@
 
 namespace {
 
-void check(DAT_RETURN rc, const char* what)
-{
-    if (rc == DAT_SUCCESS)
-        return;
-    const char* major = "";
-    const char* minor = "";
-    dat_strerror(rc, &major, &minor);
-    std::fprintf(stderr, "shm_round_trip: %s: %s %s\n", what, major, minor);
-    std::exit(1);
-}
-
-DAT_EVENT wait_for(DAT_EVD_HANDLE evd)
-{
-    DAT_EVENT e{};
-    DAT_COUNT nmore;
-    check(dat_evd_wait(evd, 5000000, 1, &e, &nmore), "dat_evd_wait");
-    return e;
-}
+using bench::check;
+using bench::wait_for;
 
 // Busy: dequeues until a completion comes, which must be a success.
 void poll(DAT_EVD_HANDLE evd, const char* what)
