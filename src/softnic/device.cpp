@@ -65,6 +65,10 @@ constexpr std::size_t kDirectPlacementMin = 64 * 1024;
 // A SEND or WRITE at least this large goes from the consumer's memory to the
 // socket (sendmsg), not through the gather and output buffers.
 constexpr std::size_t kDirectSendMin = 64 * 1024;
+// With nothing in flight, a SEND or WRITE at least this large goes that way
+// too: below it, copying a few bytes twice costs less than the iovecs and
+// the fault guard per segment (inline data is always gathered).
+constexpr std::size_t kIdleDirectMin = 512;
 // On fastdapl-shm, a WRITE or READ at least this large is copied by the
 // side whose memory receives it straight from the other process's memory
 // (cross-memory attach), where the link's probe allowed it: one copy by
@@ -1141,6 +1145,14 @@ bool Device::execute_send_queue(Qp& qp)
         // a direct send's segments, whose list it shares, have gone).
         enum class Large : std::uint8_t { no, direct_send, pull };
         Large large = Large::no;
+        // A direct send may start once the one before it went, carrying
+        // what the output buffer holds if that is a few acknowledgements.
+        const bool direct_may_start = qp.direct_send_.first == qp.direct_send_.count &&
+                                      qp.out_.size() - qp.out_sent_ <= Qp::kCarriedMax;
+        // Nothing in flight: this request is sent from where its bytes are
+        // from kIdleDirectMin up (a stream's later ones are gathered and
+        // batched).
+        const bool idle_wire = direct_may_start && qp.inflight_.empty() && !reads_back && !nop && !qp.datagram_;
         if (local_ok && ds > first_data && !(first_word & MLX5_INLINE_SEG) && !reads_back && !nop && !qp.datagram_ &&
             ds - first_data <= kMaxSge) {
             std::uint64_t total = 0;
@@ -1152,10 +1164,12 @@ bool Device::execute_send_queue(Qp& qp)
                             ? Large::pull
                         : total >= kDirectSendMin ? Large::direct_send
                                                   : Large::no;
-                if ((large == Large::direct_send && qp.output_pending()) ||
+                if ((large == Large::direct_send && !direct_may_start) ||
                     (large == Large::pull && qp.direct_send_.first < qp.direct_send_.count))
                     break;
             }
+            if (large == Large::no && idle_wire && total >= kIdleDirectMin)
+                large = Large::direct_send;
         }
         std::uint32_t direct_iovs = 1; // iov[0]: the header
         if (local_ok && ds > first_data && (first_word & MLX5_INLINE_SEG) && !reads_back) {
@@ -1222,8 +1236,13 @@ bool Device::execute_send_queue(Qp& qp)
                 write ? (opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0)
                       : ((opcode == MLX5_OPCODE_SEND_IMM ? kImm : 0) | (opcode == MLX5_OPCODE_SEND_INVAL ? kInvalidate : 0) |
                          ((ctrl->fm_ce_se & MLX5_WQE_CTRL_SOLICITED) ? kSolicited : 0));
-            encode(d.header, write ? kWrite : kSend, flags, 0, raddr, rkey, be32toh(imm), f.length);
-            d.iov[0] = {d.header, kHeader};
+            // What the output buffer holds goes first (direct_may_start: a few bytes).
+            const std::size_t carried = qp.out_.size() - qp.out_sent_;
+            if (carried)
+                std::memcpy(d.prefix, qp.out_.data() + qp.out_sent_, carried);
+            qp.out_sent_ = qp.out_.size();
+            encode(d.prefix + carried, write ? kWrite : kSend, flags, 0, raddr, rkey, be32toh(imm), f.length);
+            d.iov[0] = {d.prefix, carried + kHeader};
             d.count = direct_iovs;
             d.first = 0;
             qp.inflight_.push_back(f);
@@ -1306,6 +1325,21 @@ bool Device::receive(Qp& qp)
             if (took == Take::failed)
                 return true;
             break; // nothing more to read now
+        }
+        // fastdapl-shm: the frames are handled where they are in the ring,
+        // as they would be in the receive buffer below, without copying
+        // them there; what is left is kept as below.
+        if (qp.shm_ && qp.in_.empty()) {
+            if (const ShmLink::Arrived got = qp.shm_->peek(); got.size > 0) {
+                worked = true;
+                const std::size_t used = parse_frames(qp, got.bytes, got.size);
+                if (qp.state() != QpState::ready)
+                    break; // failed: nothing is kept
+                if (used < got.size && qp.direct_.remaining == 0)
+                    qp.in_.assign(got.bytes + used, got.bytes + got.size);
+                qp.shm_->consume(got.size);
+                continue;
+            }
         }
         const ssize_t n = wire_receive(qp, buf, receive_buffer_.size(), false);
         if (n > 0) {
@@ -1550,7 +1584,9 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
     // Handle every complete frame.
     std::size_t pos = 0;
     while (qp.state() == QpState::ready && qp.direct_.remaining == 0 && size - pos >= kHeader) {
-        const WireHeader h = decode(in + pos);
+        std::uint8_t header[kHeader];
+        std::memcpy(header, in + pos, kHeader);
+        const WireHeader h = decode(header);
         if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kWritePull) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
             return pos;
@@ -1575,7 +1611,7 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
             break;
         }
         bool wait_for_recv = false;
-        if (!handle_frame(qp, in + pos, payload, wait_for_recv))
+        if (!handle_frame(qp, header, in + pos + kHeader, payload, wait_for_recv))
             return pos; // the queue pair failed
         if (wait_for_recv) {
             qp.waiting_for_recv_ = qp.state() == QpState::ready;
@@ -1656,10 +1692,10 @@ void Device::remote_access_error(Qp& qp)
     refuse(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 }
 
-bool Device::handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv)
+bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t* payload, std::size_t payload_len,
+                          bool& wait_for_recv)
 {
-    const WireHeader h = decode(frame);
-    const std::uint8_t* payload = frame + kHeader;
+    const WireHeader h = decode(header);
     // The receive WQE this message lands in (its data segments), or nullptr:
     // none posted (wait for one) or the queue pair failed taking it.
     auto consume_recv = [&](std::uint32_t& index) -> const mlx5_wqe_data_seg* {

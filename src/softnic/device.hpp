@@ -335,11 +335,17 @@ private:
     std::uint8_t send_hold_ = 0;
     InFlight local_error_wqe_{};
     std::uint8_t local_error_syndrome_ = 0;
-    // A large SEND or WRITE goes out from the consumer's memory (sendmsg
-    // with its segments), ahead of what out_ holds. The memory stays the
-    // provider's until the request completes, after the peer's ACK.
+    // A SEND or WRITE that is large, or that finds nothing in flight (a
+    // ping-pong), goes out from where its bytes are (sendmsg, or the ring
+    // of fastdapl-shm, with its segments or its inline data in the send
+    // queue), ahead of what out_ holds after it: no gather and output
+    // buffer copies. The memory stays the provider's until the request
+    // completes, after the peer's ACK.
+    // A direct send also carries what the output buffer held unsent when it
+    // started (acknowledgements, up to this many bytes): one write for both.
+    static constexpr std::size_t kCarriedMax = 8 * 24;
     struct DirectSend {
-        std::uint8_t header[24];
+        std::uint8_t prefix[kCarriedMax + 24]; // carried bytes, then the frame's header
         iovec iov[kMaxSge + 1];
         std::uint32_t count = 0, first = 0; // iov[first..count) is unsent
     } direct_send_;
@@ -557,7 +563,10 @@ private:
     // responder's memory into the READ's segments; false when it failed
     // (and the queue pair with it).
     bool pull_read(Qp& qp, const Qp::InFlight& f, std::uint64_t source);
-    bool handle_frame(Qp& qp, const std::uint8_t* frame, std::size_t payload_len, bool& wait_for_recv);
+    // `header`: the frame's header, copied out of where it arrived (a ring
+    // the peer may still write), so that every look sees the same bytes.
+    bool handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t* payload, std::size_t payload_len,
+                      bool& wait_for_recv);
     bool flush_output(Qp& qp);
     // The wire's send and receive: the socket's, or the shared-memory
     // rings' (same results as sendmsg and recv on a non-blocking socket).

@@ -384,11 +384,16 @@ ssize_t ShmLink::read(void* into, std::size_t want, Look look, bool registered)
         errno = EFAULT; // the target was unmapped under us; nothing is consumed
         return -1;
     }
+    consume(n);
+    return static_cast<ssize_t>(n);
+}
+
+void ShmLink::consume(std::size_t n)
+{
     rx_tail_ += n;
     rx_->tail.store(rx_tail_, std::memory_order_seq_cst); // before the look at writer_waits
     if (rx_->writer_waits.load(std::memory_order_seq_cst) && rx_->writer_waits.exchange(0))
         wake_peer();
-    return static_cast<ssize_t>(n);
 }
 
 bool ShmLink::prepare_to_sleep()

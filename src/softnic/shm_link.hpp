@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -80,6 +81,26 @@ public:
     // EPROTO (a malformed link message or counters).
     // `registered` as for write(), for the target.
     ssize_t read(void* into, std::size_t want, Look look, bool registered = true);
+    // The bytes that arrived, as far as they run without wrapping, where
+    // they are in the ring: parsed in place (one copy fewer than read()),
+    // then given back with consume(). Empty when nothing came or the
+    // counters are corrupt (read() reports that). The peer may still write
+    // them: whoever parses reads each field once.
+    struct Arrived {
+        const std::uint8_t* bytes;
+        std::size_t size;
+    };
+    Arrived peek() const
+    {
+        const std::uint64_t head = rx_->head.load(std::memory_order_acquire);
+        const std::uint64_t ready = head - rx_tail_;
+        if (ready == 0 || ready > kRingBytes)
+            return {nullptr, 0};
+        const std::size_t at = rx_tail_ & (kRingBytes - 1);
+        return {rx_bytes_ + at, static_cast<std::size_t>(std::min<std::uint64_t>(ready, kRingBytes - at))};
+    }
+    // Frees the first `n` bytes peek() showed (the writer may reuse them).
+    void consume(std::size_t n);
 
     // The side that owns this link is about to block in epoll on the
     // socket: the peer's next write wakes it. False when bytes arrived
