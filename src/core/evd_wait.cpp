@@ -12,7 +12,10 @@ namespace fastdapl::core {
 
 namespace {
 
-constexpr unsigned long kDefaultWaitSpinUs = 50;
+// Longer than a thread's wake-up on a small VM (50-150 us): a spin shorter
+// than the peer's wake-up lets a ping-pong settle into both sides sleeping
+// (README, "Waiting").
+constexpr unsigned long kDefaultWaitSpinUs = 200;
 
 // How long dat_evd_wait polls a software device before it sleeps
 // (FASTDAPL_WAIT_SPIN_US, microseconds; 0: sleep at once). A reply that
