@@ -1313,8 +1313,12 @@ bool Device::receive(Qp& qp)
     // A member, not the stack: progress also runs on consumer threads, whose
     // stacks may be small (dapltest's are).
     std::uint8_t* const buf = receive_buffer_.data();
+    // A read that came back short took all the socket held: the next round
+    // (level-triggered epoll, or the consumer's next poll) looks again,
+    // which saves a recv that would say EAGAIN per message.
+    bool socket_drained = false;
     for (;;) {
-        if (!parse_frames(qp) || qp.fd_ < 0 || qp.state() != QpState::ready)
+        if (!parse_frames(qp) || qp.fd_ < 0 || qp.state() != QpState::ready || socket_drained)
             break;
         if (qp.direct_.remaining > 0) { // a large WRITE's payload, read into its target
             const Take took = receive_direct(qp);
@@ -1344,6 +1348,7 @@ bool Device::receive(Qp& qp)
         const ssize_t n = wire_receive(qp, buf, receive_buffer_.size(), false);
         if (n > 0) {
             worked = true;
+            socket_drained = !qp.shm_ && static_cast<std::size_t>(n) < receive_buffer_.size();
             if (qp.in_.empty()) {
                 // Nothing held from before: the frames are handled where they
                 // were read, and only what is left (a frame not all here, or
