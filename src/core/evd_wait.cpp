@@ -17,7 +17,7 @@ namespace {
 // (README, "Waiting").
 constexpr unsigned long kDefaultWaitSpinUs = 200;
 
-// How long dat_evd_wait polls a software device before it sleeps
+// How long dat_evd_wait polls the device before it sleeps
 // (FASTDAPL_WAIT_SPIN_US, microseconds; 0: sleep at once). A reply that
 // comes within it costs no wake-up on either side.
 std::chrono::microseconds wait_spin()
@@ -99,7 +99,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
     const bool forever = timeout == DAT_TIMEOUT_INFINITE;
     bool timed_out = false;
-    // Software devices are polled for a while first (not past the deadline).
+    // The device is polled for a while first (not past the deadline).
     const auto spin_until = timeout == 0 ? std::chrono::steady_clock::time_point{}
                                          : std::chrono::steady_clock::now() + wait_spin();
     while (ready_events(evd, threshold) < threshold && evd->unwaitable_epoch == epoch && !timed_out) {
@@ -113,6 +113,15 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
             dp::consumer_sleeps(evd);
         }
         if (evd->completions && dp::sleeps_on_fd(evd)) {
+            // A verbs CQ is polled by the loop's look (ready_events) until
+            // the spin ends, the lock let go between looks: a completion
+            // within it costs no interrupt and no wake-up.
+            const auto now = std::chrono::steady_clock::now();
+            if (now < spin_until && (forever || now < deadline)) {
+                lock.unlock();
+                lock.lock();
+                continue;
+            }
             // Armed, then looked at once more: a completion after the look
             // wakes the sleeper. It sleeps on the device's fd, and on a wake
             // fd for everything else (posts, unwaitable, abort).
