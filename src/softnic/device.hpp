@@ -335,11 +335,10 @@ private:
     std::uint8_t send_hold_ = 0;
     InFlight local_error_wqe_{};
     std::uint8_t local_error_syndrome_ = 0;
-    // A SEND or WRITE that is large, or that finds nothing in flight (a
-    // ping-pong), goes out from where its bytes are (sendmsg, or the ring
-    // of fastdapl-shm, with its segments or its inline data in the send
-    // queue), ahead of what out_ holds after it: no gather and output
-    // buffer copies. The memory stays the provider's until the request
+    // A SEND or WRITE that is large, or of kIdleDirectMin and up with
+    // nothing in flight (a ping-pong), goes out from the consumer's
+    // segments (sendmsg, or into the ring of fastdapl-shm), ahead of what
+    // out_ holds after it: no gather and output buffer copies. The memory stays the provider's until the request
     // completes, after the peer's ACK.
     // A direct send also carries what the output buffer held unsent when it
     // started (acknowledgements, up to this many bytes): one write for both.

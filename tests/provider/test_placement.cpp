@@ -209,7 +209,8 @@ enum class Access {
     read_from,        // a's RDMA read of b's unmapped region
     send_into,        // a's send into b's receive buffer, unmapped
     read_response_to, // a's RDMA read into its own unmapped region
-    send_from,        // a's send gathered from its own unmapped region
+    send_from,        // a's send from its own unmapped region (8 KiB on an idle queue pair: sent from the segments)
+    send_from_small,  // the same, 256 bytes: gathered into the softnic's buffer
 };
 
 class UnmappedRegion : public ::testing::TestWithParam<Access> {};
@@ -271,6 +272,12 @@ TEST_P(UnmappedRegion, BreaksTheConnectionNotTheProcess)
         posted =
             dat_ep_post_send(pair.a, 1, const_cast<DAT_LMR_TRIPLET*>(&local_gone), cookie, DAT_COMPLETION_DEFAULT_FLAG);
         break;
+    case Access::send_from_small: {
+        DAT_LMR_TRIPLET small = local_gone;
+        small.segment_length = 256;
+        posted = dat_ep_post_send(pair.a, 1, &small, cookie, DAT_COMPLETION_DEFAULT_FLAG);
+        break;
+    }
     }
     ASSERT_EQ(posted, kOk);
     DAT_EVENT e{};
@@ -315,7 +322,7 @@ TEST_P(UnmappedRegion, BreaksTheConnectionNotTheProcess)
 
 INSTANTIATE_TEST_SUITE_P(Accesses, UnmappedRegion,
                          ::testing::Values(Access::write_into, Access::read_from, Access::send_into,
-                                           Access::read_response_to, Access::send_from));
+                                           Access::read_response_to, Access::send_from, Access::send_from_small));
 
 // The guard's handler passes on every fault that is not its own: a
 // consumer's handler installed before the IA opened still gets its faults,
