@@ -8,13 +8,15 @@
 #include "extensions.hpp"
 #include "handles.hpp"
 
-#include "spin_lock.hpp"
+#include "spin_lock.hpp" // fastpath
 
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 
 namespace fastdapl::core {
+
+using fastpath::SpinLock;
 
 class Cno;
 class Ep;

@@ -3,7 +3,6 @@
 // Copyright (c) 2026 the fastdapl authors
 #include "handles.hpp"
 #include "api.hpp"
-#include "spin_lock.hpp"
 
 #include <sys/mman.h>
 
@@ -100,18 +99,6 @@ DAT_RETURN get_handle_type(DAT_HANDLE h, DAT_HANDLE_TYPE* type)
         return error(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     *type = o->type;
     return DAT_SUCCESS;
-}
-
-void SpinLock::contended() noexcept
-{
-    for (unsigned spins = 0; held_.exchange(true, std::memory_order_acquire);) {
-        while (held_.load(std::memory_order_relaxed)) {
-            if (++spins < 64)
-                __builtin_ia32_pause();
-            else
-                std::this_thread::yield();
-        }
-    }
 }
 
 } // namespace fastdapl::core

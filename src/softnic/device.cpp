@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -711,6 +712,11 @@ bool Device::kick(Qp* qp)
     if (qp->state() != QpState::ready || !qp->inflight_.empty() ||
         (qp->output_pending() && !qp->out_acks_only_))
         return false;
+    // A small SEND or WRITE on fastdapl-shm is built where it goes, in the
+    // peer's ring; what is published after it takes the general path.
+    if (qp->shm_ && send_in_place(*qp) &&
+        static_cast<std::uint16_t>(qp->sq_next_) == static_cast<std::uint16_t>(load_be32(&qp->dbrec_[MLX5_SND_DBR])))
+        return true;
     execute_send_queue(*qp);
     flush_output(*qp);
     if (qp->state() == QpState::ready)
@@ -728,45 +734,109 @@ bool Device::kick(Qp* qp)
 void Device::progress_as_consumer()
 {
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (lock.owns_lock() && !quiet_locked()) {
+    if (!lock.owns_lock())
+        return;
+    switch (consumer_look_locked()) {
+    case Look::quiet:
+        return;
+    case Look::rings:
+        ring_round_locked();
+        return;
+    case Look::round:
         consumer_round_ = true;
         progress_locked(true);
         consumer_round_ = false;
+        return;
     }
 }
 
-bool Device::quiet_locked()
+// Whether a connected shared-memory queue pair is in the state a ring round
+// handles (ring_round_locked): frames come from its ring and nothing else is
+// under way. Anything else (a flush, a post to execute, output other than
+// acknowledgements, a frame half read or waiting for a receive buffer, a
+// drain, an EPOLLOUT to take back, its turn to look at its socket) takes a
+// whole round.
+bool Device::ring_only(const Qp& qp)
 {
-    // What a round would do, and why it would not now: CQEs to announce or
-    // an overflow to handle; for each queue pair, a flush (error), a post
-    // to execute, output to send, a frame half read or waiting for a
-    // receive buffer, a drain, an EPOLLOUT to take back, bytes in its ring,
-    // or its turn to look at its socket. Anything else but a connected
-    // shared-memory queue pair (a socket to read) takes the round. Nothing
-    // is changed before every queue pair was found quiet.
+    return qp.shm_ && qp.shm_->ready() && qp.fd_ >= 0 &&
+           static_cast<std::uint16_t>(qp.sq_next_) == static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR])) &&
+           qp.direct_send_.first == qp.direct_send_.count && (qp.out_acks_only_ || qp.out_sent_ == qp.out_.size()) &&
+           qp.in_.empty() && qp.direct_.remaining == 0 && !qp.waiting_for_recv_ && qp.drain_ == Qp::Drain::none &&
+           qp.epoll_mask_ == EPOLLIN && (qp.shm_empty_looks_ + 1) % kShmSocketLook != 0;
+}
+
+Device::Look Device::consumer_look_locked()
+{
+    // Nothing is changed before every queue pair was looked at.
+    bool arrived = false, acks_unsent = false;
     for (const Qp* qp : qps_) {
         const QpState state = qp->state();
         if (state == QpState::reset)
             continue; // a round passes it by
-        // Bytes in the ring first: the look that ends most busy polls.
-        if (state != QpState::ready || !qp->shm_ || !qp->shm_->ready() || !qp->shm_->rx_empty() || qp->fd_ < 0 ||
-            static_cast<std::uint16_t>(qp->sq_next_) !=
-                static_cast<std::uint16_t>(load_be32(&qp->dbrec_[MLX5_SND_DBR])) ||
-            qp->output_pending() || !qp->in_.empty() || qp->direct_.remaining != 0 || qp->waiting_for_recv_ ||
-            qp->drain_ != Qp::Drain::none || qp->epoll_mask_ != EPOLLIN ||
-            (qp->shm_empty_looks_ + 1) % kShmSocketLook == 0)
-            return false;
+        if (state != QpState::ready || !ring_only(*qp))
+            return Look::round;
+        arrived |= !qp->shm_->rx_empty(); // the look that ends most busy polls
+        acks_unsent |= qp->out_sent_ != qp->out_.size();
     }
     if (receiver_waiting_.load(std::memory_order_relaxed))
-        return false;
+        return Look::round;
     for (const Cq* cq : cqs_)
         if (cq->pushed_ || (cq->overflowed() && !cq->overflow_handled_))
-            return false;
+            return Look::round;
+    if (arrived || acks_unsent)
+        return Look::rings;
     // A round's reads of the rings would each have found nothing.
     for (Qp* qp : qps_)
         if (qp->state() == QpState::ready)
             ++qp->shm_empty_looks_;
-    return true;
+    return Look::quiet;
+}
+
+void Device::ring_round_locked()
+{
+    // What progress_locked and receive do for these queue pairs, without
+    // the steps that consumer_look_locked found nothing for: ACKs held
+    // since the last look go out, the frames in the ring are handled where
+    // they are, and the ACKs they owe are held for the consumer's next post
+    // (only while the engine thread yields, so that it looks again within
+    // its quiet time if the consumer goes away).
+    const bool hold_acks = engine_yields_.load(std::memory_order_relaxed);
+    for (Qp* qp : qps_) {
+        if (qp->state() != QpState::ready)
+            continue;
+        if (qp->out_sent_ != qp->out_.size())
+            flush_output(*qp);
+        for (ShmLink::Arrived got; qp->state() == QpState::ready && qp->in_.empty() &&
+                                   qp->direct_.remaining == 0 && (got = qp->shm_->peek()).size > 0;) {
+            const std::size_t used = parse_frames(*qp, got.bytes, got.size);
+            if (qp->state() != QpState::ready)
+                break; // failed: nothing is kept
+            if (used < got.size && qp->direct_.remaining == 0)
+                qp->in_.assign(got.bytes + used, got.bytes + got.size); // a whole round takes it from here
+            qp->shm_->consume(got.size);
+            if (qp->waiting_for_recv_)
+                receiver_waiting_.store(true, std::memory_order_relaxed);
+        }
+        if (qp->state() != QpState::ready)
+            continue;
+        if (hold_acks && qp->out_acks_only_ && qp->direct_send_.first == qp->direct_send_.count)
+            qp->acks_held_ = qp->output_pending();
+        else
+            flush_output(*qp);
+    }
+    handle_overflows();
+    notify_pushed();
+}
+
+void Device::notify_pushed()
+{
+    for (Cq* cq : cqs_) { // waiters are told once per round, not once per CQE
+        if (!cq->pushed_)
+            continue;
+        cq->pushed_ = false;
+        if (auto fn = cq->notify_.load(std::memory_order_acquire))
+            fn(cq->notify_context_);
+    }
 }
 
 void Device::run()
@@ -849,18 +919,9 @@ void Device::run()
 bool Device::progress_locked(bool consumer)
 {
     struct NotifyAfter { // tell waiters once per round, not once per CQE
-        std::vector<Cq*>& cqs;
-        ~NotifyAfter()
-        {
-            for (Cq* cq : cqs) {
-                if (!cq->pushed_)
-                    continue;
-                cq->pushed_ = false;
-                if (auto fn = cq->notify_.load(std::memory_order_acquire))
-                    fn(cq->notify_context_);
-            }
-        }
-    } notify_after{cqs_};
+        Device& device;
+        ~NotifyAfter() { device.notify_pushed(); }
+    } notify_after{*this};
     bool busy = false;
     bool receiver_waiting = false;
     for (Qp* qp : qps_) {
@@ -889,8 +950,14 @@ bool Device::progress_locked(bool consumer)
             update_epoll(*qp);
     }
     receiver_waiting_.store(receiver_waiting, std::memory_order_relaxed);
+    return handle_overflows() || busy;
+}
+
+bool Device::handle_overflows()
+{
     // A completion that found its CQ full was lost: as on an mlx5 device,
     // every queue pair feeding that CQ fails (its consumer sees BROKEN).
+    bool any = false;
     for (Cq* cq : cqs_) {
         if (!cq->overflowed() || cq->overflow_handled_)
             continue;
@@ -899,9 +966,9 @@ bool Device::progress_locked(bool consumer)
         for (Qp* qp : qps_)
             if ((qp->send_cq_ == cq || qp->recv_cq_ == cq) && qp->state() == QpState::ready)
                 fail(*qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, false);
-        busy = true;
+        any = true;
     }
-    return busy;
+    return any;
 }
 
 void Device::update_epoll(Qp& qp)
@@ -1035,6 +1102,89 @@ bool Device::flush_output(Qp& qp)
         return true;
     }
     return moved;
+}
+
+void Device::queue_ack(Qp& qp)
+{
+    static const auto frame = [] {
+        std::array<std::uint8_t, kHeader> h;
+        encode(h.data(), kAck, 0, 0, 0, 0, 0, 0);
+        return h;
+    }();
+    if (qp.out_sent_ == qp.out_.size()) {
+        qp.out_.clear();
+        qp.out_sent_ = 0;
+        qp.out_acks_only_ = true;
+    }
+    const std::size_t at = qp.out_.size();
+    qp.out_.resize(at + kHeader);
+    std::memcpy(qp.out_.data() + at, frame.data(), kHeader);
+}
+
+bool Device::send_in_place(Qp& qp)
+{
+    // The shape a small SEND or WRITE has when write_request made it: the
+    // control segment, for a WRITE the remote address, then inline data
+    // that does not wrap at the queue's end; the same checks as
+    // execute_send_queue's. Anything else, or a ring without room: false,
+    // and the general path takes the WQE.
+    const std::uint16_t published = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR]));
+    const std::uint32_t bb = qp.sq_next_;
+    if (static_cast<std::uint16_t>(bb) == published || qp.send_hold_ || qp.datagram_ ||
+        qp.direct_send_.first != qp.direct_send_.count ||
+        !(qp.out_acks_only_ || qp.out_sent_ == qp.out_.size()))
+        return false;
+    const std::size_t ring_bytes = static_cast<std::size_t>(qp.sq_cnt_) * 64;
+    const std::uint8_t* const wqe = qp.sq_.get() + static_cast<std::size_t>(bb & (qp.sq_cnt_ - 1)) * 64;
+    const auto* ctrl = reinterpret_cast<const mlx5_wqe_ctrl_seg*>(wqe);
+    const std::uint32_t op_word = be32toh(ctrl->opmod_idx_opcode);
+    const std::uint8_t opcode = op_word & 0xff;
+    if (opcode != MLX5_OPCODE_SEND && opcode != MLX5_OPCODE_RDMA_WRITE)
+        return false;
+    const std::uint32_t first_data = opcode == MLX5_OPCODE_SEND ? 1 : 2;
+    const std::uint32_t ds = be32toh(ctrl->qpn_ds) & 0x3f;
+    const std::uint32_t bbs = std::max<std::uint32_t>(1, (ds * 16 + 63) / 64);
+    const std::size_t data_at = static_cast<std::size_t>(bb & (qp.sq_cnt_ - 1)) * 64 + first_data * 16;
+    if (ds <= first_data || bbs > static_cast<std::uint16_t>(published - static_cast<std::uint16_t>(bb)) ||
+        data_at + 16 > ring_bytes)
+        return false;
+    std::uint32_t inline_word;
+    std::memcpy(&inline_word, qp.sq_.get() + data_at, 4);
+    inline_word = be32toh(inline_word);
+    const std::uint32_t length = inline_word & ~MLX5_INLINE_SEG;
+    if (!(inline_word & MLX5_INLINE_SEG) || length > qp.max_inline_ ||
+        ds - first_data != (length + 4 + 15) / 16 || data_at + 4 + length > ring_bytes)
+        return false;
+    const std::size_t carried = qp.out_.size() - qp.out_sent_;
+    if (carried > Qp::kCarriedMax)
+        return false;
+    std::uint8_t* const to = qp.shm_->reserve(carried + kHeader + length);
+    if (!to)
+        return false;
+    std::uint64_t raddr = 0;
+    std::uint32_t rkey = 0;
+    if (opcode == MLX5_OPCODE_RDMA_WRITE) {
+        const auto* r = reinterpret_cast<const mlx5_wqe_raddr_seg*>(wqe + 16);
+        raddr = be64toh(r->raddr);
+        rkey = be32toh(r->rkey);
+    }
+    const std::uint8_t flags =
+        opcode == MLX5_OPCODE_SEND && (ctrl->fm_ce_se & MLX5_WQE_CTRL_SOLICITED) ? kSolicited : 0;
+    if (carried)
+        std::memcpy(to, qp.out_.data() + qp.out_sent_, carried);
+    encode(to + carried, opcode == MLX5_OPCODE_SEND ? kSend : kWrite, flags, 0, raddr, rkey, be32toh(ctrl->imm), length);
+    std::memcpy(to + carried + kHeader, qp.sq_.get() + data_at + 4, length);
+    qp.shm_->commit(carried + kHeader + length);
+    qp.out_sent_ = qp.out_.size();
+    qp.acks_held_ = false;
+    qp.sq_next_ += bbs;
+    Qp::InFlight f;
+    f.wqe_index = static_cast<std::uint16_t>(op_word >> 8);
+    f.opcode = opcode;
+    f.signaled = (ctrl->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0;
+    f.length = length;
+    qp.inflight_.push_back(f);
+    return true;
 }
 
 // Reads the WQEs the consumer published and puts them on the wire.
@@ -1681,7 +1831,7 @@ Device::Take Device::receive_direct(Qp& qp)
         return Take::failed;
     }
     d = {};
-    send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
+    queue_ack(qp);
     return Take::taken;
 }
 
@@ -1775,7 +1925,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
                       0,
                       (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
                       static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
-        send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
+        queue_ack(qp);
         return true;
     }
     case kWrite: {
@@ -1806,7 +1956,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
         if (h.flags & kImm)
             push_receive({MLX5_CQE_RESP_WR_IMM, 0, false, static_cast<std::uint16_t>(index),
                           static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
-        send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
+        queue_ack(qp);
         return true;
     }
     case kReadReq: {
@@ -1954,7 +2104,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
         if (h.flags & kImm)
             push_receive({MLX5_CQE_RESP_WR_IMM, 0, false, static_cast<std::uint16_t>(index),
                           static_cast<std::uint32_t>(total), htobe32(h.aux), qp.qpn_});
-        send_frame(qp, kAck, 0, 0, 0, 0, 0, nullptr, 0);
+        queue_ack(qp);
         return true;
     }
     case kDisconnect:

@@ -7,6 +7,7 @@
 #include "memory_table.hpp"
 #include "queues.hpp" // SoftwareDoorbell
 #include "shm_link.hpp"
+#include "spin_lock.hpp" // fastpath
 
 #include <infiniband/mlx5dv.h>
 #include <netinet/in.h>
@@ -516,9 +517,19 @@ public:
 private:
     void run();
     void progress_as_consumer();
-    // Whether a consumer's round would find nothing to do (with the device
-    // held): then a busy poll that finds nothing costs this look alone.
-    bool quiet_locked();
+    // What a polling consumer's look at the device (held) finds to do:
+    // nothing (a busy poll that finds nothing costs this look alone), only
+    // frames in shared-memory rings or ACKs to send (ring_round_locked), or
+    // a whole round (progress_locked).
+    enum class Look { quiet, rings, round };
+    Look consumer_look_locked();
+    static bool ring_only(const Qp& qp);
+    void ring_round_locked();
+    // Calls the notification of every CQ that CQEs were written to.
+    void notify_pushed();
+    // Fails the queue pairs of every CQ that overflowed since the last
+    // look; true when there was one.
+    bool handle_overflows();
     // A polling consumer that finds a ring empty asks its socket whether
     // the peer is gone every kShmSocketLook-th time (no system call on the
     // others); the engine thread reads the socket whenever it looks.
@@ -567,6 +578,14 @@ private:
     bool handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t* payload, std::size_t payload_len,
                       bool& wait_for_recv);
     bool flush_output(Qp& qp);
+    // Queues an ACK frame (the common answer: no encoding).
+    void queue_ack(Qp& qp);
+    // On fastdapl-shm, with nothing in flight or held back: the next WQE, if
+    // it is a SEND or WRITE of inline data (the shape a small post has), is
+    // framed in place in the peer's ring, behind the ACKs the output buffer
+    // holds, in one write. False when it is not, or the ring has no room:
+    // execute_send_queue then takes it.
+    bool send_in_place(Qp& qp);
     // The wire's send and receive: the socket's, or the shared-memory
     // rings' (same results as sendmsg and recv on a non-blocking socket).
     // `registered`: the source (send) or target (receive) is a consumer's
@@ -604,7 +623,10 @@ private:
     // live queue pairs and reused as late as possible.
     std::vector<bool> qpn_used_ = std::vector<bool>(kMaxQps);
     std::uint32_t qpn_cursor_ = 0;
-    std::mutex mutex_;
+    // Held for a round of work (engine thread or a polling consumer) and by
+    // the control calls; never across a sleep. A spin lock: a consumer's
+    // poll takes it every time (a pthread mutex cost 60 instructions there).
+    fastpath::SpinLock mutex_;
     std::vector<Qp*> qps_;
     std::vector<Cq*> cqs_;
     std::vector<Srq*> srqs_;

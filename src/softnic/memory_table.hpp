@@ -5,6 +5,7 @@
 #pragma once
 
 #include "mapped_range.hpp"
+#include "spin_lock.hpp" // fastpath
 
 #include <cstdint>
 #include <shared_mutex>
@@ -111,7 +112,8 @@ private:
     // key generation `generation`. One step for both kinds of bind.
     bool apply_bind(Region& w, std::uint8_t generation, std::uint32_t region_key, std::uint64_t addr,
                     std::uint64_t length, std::uint32_t access, std::uint32_t qpn, bool zero_based);
-    mutable std::shared_mutex mutex_;
+    // Read on every message's key check; written by registrations and binds.
+    mutable fastpath::SharedSpinLock mutex_;
     std::vector<Region> regions_;
     std::vector<std::uint32_t> free_slots_;
 };

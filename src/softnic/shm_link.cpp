@@ -331,11 +331,16 @@ ssize_t ShmLink::write(const iovec* iov, std::size_t count, bool registered)
         }
     }
     const auto moved = static_cast<ssize_t>(head - tx_head_);
-    tx_head_ = head;
-    tx_->head.store(head, std::memory_order_seq_cst); // before the look at reader_sleeps
+    commit(static_cast<std::size_t>(moved));
+    return moved;
+}
+
+void ShmLink::commit(std::size_t n)
+{
+    tx_head_ += n;
+    tx_->head.store(tx_head_, std::memory_order_seq_cst); // before the look at reader_sleeps
     if (tx_->reader_sleeps.load(std::memory_order_seq_cst) && tx_->reader_sleeps.exchange(0))
         wake_peer();
-    return moved;
 }
 
 ssize_t ShmLink::read(void* into, std::size_t want, Look look, bool registered)
@@ -391,6 +396,18 @@ ssize_t ShmLink::read(void* into, std::size_t want, Look look, bool registered)
 void ShmLink::consume(std::size_t n)
 {
     rx_tail_ += n;
+    // The tail is published once an eighth of the ring was read since the
+    // last time, not per frame: its cache line then stays in the writer's
+    // cache, and the seq_cst store (a locked instruction) is rare. A writer
+    // that finds the ring full waits on a tail at most an eighth behind, so
+    // at least seven eighths are unread and reading them publishes it.
+    if (rx_tail_ - rx_published_ >= kPublishTail)
+        publish_tail();
+}
+
+void ShmLink::publish_tail()
+{
+    rx_published_ = rx_tail_;
     rx_->tail.store(rx_tail_, std::memory_order_seq_cst); // before the look at writer_waits
     if (rx_->writer_waits.load(std::memory_order_seq_cst) && rx_->writer_waits.exchange(0))
         wake_peer();
@@ -398,6 +415,8 @@ void ShmLink::consume(std::size_t n)
 
 bool ShmLink::prepare_to_sleep()
 {
+    if (rx_published_ != rx_tail_) // all the room there is, while this side sleeps
+        publish_tail();
     rx_->reader_sleeps.store(1, std::memory_order_seq_cst);
     return rx_->head.load(std::memory_order_seq_cst) == rx_tail_;
 }

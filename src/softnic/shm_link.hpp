@@ -101,6 +101,22 @@ public:
     }
     // Frees the first `n` bytes peek() showed (the writer may reuse them).
     void consume(std::size_t n);
+    // Room for `n` bytes at the head of the peer's ring, where they run
+    // without wrapping: a small frame is built there in place, then
+    // published with commit(n). Null when the peer's ring is not here, has
+    // less room, would wrap, or its counters are corrupt: write() then says
+    // which.
+    std::uint8_t* reserve(std::size_t n) const
+    {
+        if (!tx_)
+            return nullptr;
+        const std::uint64_t used = tx_head_ - tx_->tail.load(std::memory_order_acquire);
+        const std::size_t at = tx_head_ & (kRingBytes - 1);
+        if (used > kRingBytes || n > kRingBytes - used || n > kRingBytes - at)
+            return nullptr;
+        return tx_bytes_ + at;
+    }
+    void commit(std::size_t n);
 
     // The side that owns this link is about to block in epoll on the
     // socket: the peer's next write wakes it. False when bytes arrived
@@ -146,6 +162,9 @@ private:
     RingControl* tx_ = nullptr; // the peer's receive ring (mapped from its descriptor)
     std::uint8_t* tx_bytes_ = nullptr;
     std::uint64_t rx_tail_ = 0; // own copies: the shared counters are checked against them
+    std::uint64_t rx_published_ = 0; // the tail the writer sees (consume)
+    static constexpr std::uint64_t kPublishTail = kRingBytes / 8;
+    void publish_tail();
     std::uint64_t tx_head_ = 0;
     bool ended_ = false; // the socket reached its end
     bool goodbye_seen_ = false;
