@@ -191,6 +191,20 @@ inline bool progress(Evd* evd, std::unique_lock<SpinLock>& lock)
     return true;
 }
 
+// Whether the consumer's thread moves the device (the softnic): a poll
+// that finds nothing runs poll_device, without the EVD's lock.
+inline bool polls_device(const Evd* evd)
+{
+    return evd->path == PathKind::softnic;
+}
+
+// One look or round of the device for a busy poll (polls_device): false
+// when it found nothing to do (no completion can have come of it).
+inline bool poll_device(Evd* evd)
+{
+    return softnic_path::progress(evd);
+}
+
 // A waiter that polled the device (progress) goes to sleep: the softnic's
 // engine thread takes the sockets back at once.
 inline void consumer_sleeps(Evd* evd)

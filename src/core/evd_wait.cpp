@@ -46,9 +46,16 @@ std::chrono::microseconds wait_spin()
         evd->events.pop_front();
         return DAT_SUCCESS;
     }
-    // Let the device move (the softnic, in this thread), then look once more.
-    if (evd->completions && dp::progress(evd, lock) && take_event(evd, *event))
-        return DAT_SUCCESS;
+    // Let the device move (the softnic, in this thread), then look once
+    // more, unless it found nothing to do (the common busy poll).
+    if (evd->completions && dp::polls_device(evd)) {
+        lock.unlock();
+        if (!dp::poll_device(evd))
+            return DAT_QUEUE_EMPTY;
+        lock.lock();
+        if (take_event(evd, *event))
+            return DAT_SUCCESS;
+    }
     // An empty queue is the ordinary answer of a polling loop, not an
     // error: the value without the class bit, as the reference returns it
     // (its dtest -p compares the whole value). DAT_GET_TYPE reads it alike.

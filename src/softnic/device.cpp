@@ -201,8 +201,10 @@ void send_goodbye_now(int fd)
 bool Cq::push(const Entry& e)
 {
     const std::uint32_t consumed = load_be32(&dbrec_[0]) & 0xffffff;
+    *attention_ = true;
     if (((pi_ - consumed) & 0xffffff) >= cnt_) {
         overflowed_.store(true, std::memory_order_relaxed);
+        *overflow_seen_ = true;
         return false;
     }
     auto* cqe = reinterpret_cast<mlx5_cqe64*>(mem_.get() + static_cast<std::size_t>(pi_ & (cnt_ - 1)) * 64);
@@ -272,6 +274,8 @@ Cq* Device::create_cq(std::uint32_t min_entries)
     cq->dv_.dbrec = cq->dbrec_;
     cq->dv_.cqe_cnt = cq->cnt_;
     cq->dv_.cqe_size = 64;
+    cq->attention_ = &cq_attention_;
+    cq->overflow_seen_ = &overflow_seen_;
     std::lock_guard lock(mutex_);
     cqs_.push_back(cq.get());
     return cq.release();
@@ -731,23 +735,25 @@ bool Device::kick(Qp* qp)
     return true;
 }
 
-void Device::progress_as_consumer()
+bool Device::progress_as_consumer()
 {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock())
-        return;
+        return false;
     switch (consumer_look_locked()) {
     case Look::quiet:
-        return;
+        return false;
     case Look::rings:
         ring_round_locked();
-        return;
+        return true;
     case Look::round:
-        consumer_round_ = true;
-        progress_locked(true);
-        consumer_round_ = false;
-        return;
+        break;
     }
+    consumer_round_ = true;
+    progress_locked(true);
+    consumer_round_ = false;
+    socket_turn_ = false;
+    return true;
 }
 
 // Whether a connected shared-memory queue pair is in the state a ring round
@@ -762,12 +768,20 @@ bool Device::ring_only(const Qp& qp)
            static_cast<std::uint16_t>(qp.sq_next_) == static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR])) &&
            qp.direct_send_.first == qp.direct_send_.count && (qp.out_acks_only_ || qp.out_sent_ == qp.out_.size()) &&
            qp.in_.empty() && qp.direct_.remaining == 0 && !qp.waiting_for_recv_ && qp.drain_ == Qp::Drain::none &&
-           qp.epoll_mask_ == EPOLLIN && (qp.shm_empty_looks_ + 1) % kShmSocketLook != 0;
+           qp.epoll_mask_ == EPOLLIN;
 }
 
 Device::Look Device::consumer_look_locked()
 {
-    // Nothing is changed before every queue pair was looked at.
+    // Every kShmSocketLook-th look, a whole round asks the sockets whether
+    // a peer is gone; CQEs not announced or an overflow not handled take a
+    // round too.
+    if (++consumer_looks_ % kShmSocketLook == 0) {
+        socket_turn_ = true;
+        return Look::round;
+    }
+    if (cq_attention_ || receiver_waiting_.load(std::memory_order_relaxed))
+        return Look::round;
     bool arrived = false, acks_unsent = false;
     for (const Qp* qp : qps_) {
         const QpState state = qp->state();
@@ -778,18 +792,7 @@ Device::Look Device::consumer_look_locked()
         arrived |= !qp->shm_->rx_empty(); // the look that ends most busy polls
         acks_unsent |= qp->out_sent_ != qp->out_.size();
     }
-    if (receiver_waiting_.load(std::memory_order_relaxed))
-        return Look::round;
-    for (const Cq* cq : cqs_)
-        if (cq->pushed_ || (cq->overflowed() && !cq->overflow_handled_))
-            return Look::round;
-    if (arrived || acks_unsent)
-        return Look::rings;
-    // A round's reads of the rings would each have found nothing.
-    for (Qp* qp : qps_)
-        if (qp->state() == QpState::ready)
-            ++qp->shm_empty_looks_;
-    return Look::quiet;
+    return arrived || acks_unsent ? Look::rings : Look::quiet;
 }
 
 void Device::ring_round_locked()
@@ -824,12 +827,14 @@ void Device::ring_round_locked()
         else
             flush_output(*qp);
     }
-    handle_overflows();
+    if (overflow_seen_)
+        handle_overflows();
     notify_pushed();
 }
 
 void Device::notify_pushed()
 {
+    cq_attention_ = false; // what it was raised for is done (rounds handle overflows first)
     for (Cq* cq : cqs_) { // waiters are told once per round, not once per CQE
         if (!cq->pushed_)
             continue;
@@ -958,6 +963,7 @@ bool Device::handle_overflows()
     // A completion that found its CQ full was lost: as on an mlx5 device,
     // every queue pair feeding that CQ fails (its consumer sees BROKEN).
     bool any = false;
+    overflow_seen_ = false;
     for (Cq* cq : cqs_) {
         if (!cq->overflowed() || cq->overflow_handled_)
             continue;
@@ -1041,9 +1047,7 @@ ssize_t Device::wire_receive(Qp& qp, void* into, std::size_t want, bool register
     // that an idle poll costs no system call. The engine thread reads the
     // socket whenever its ring is empty: it sleeps on it.
     using Look = ShmLink::Look;
-    const Look look = !consumer_round_                                ? Look::all
-                      : ++qp.shm_empty_looks_ % kShmSocketLook == 0 ? Look::for_end
-                                                                      : Look::no;
+    const Look look = !consumer_round_ ? Look::all : socket_turn_ ? Look::for_end : Look::no;
     return qp.shm_->read(into, want, look, registered);
 }
 

@@ -152,6 +152,8 @@ private:
     std::atomic<void (*)(void*)> notify_{nullptr};
     void* notify_context_ = nullptr;
     bool pushed_ = false; // since the last notification
+    bool* attention_ = nullptr; // the device's cq_attention_, raised by every push
+    bool* overflow_seen_ = nullptr; // the device's, raised when a push finds the CQ full
     bool overflow_handled_ = false;
 };
 
@@ -278,7 +280,6 @@ private:
     // On a fastdapl-shm IA the frames go through shared-memory rings; fd_
     // is then the Unix socket beside them (wake-ups and the end).
     std::unique_ptr<ShmLink> shm_;
-    std::uint32_t shm_empty_looks_ = 0; // a polling consumer reads the socket every kShmSocketLook-th time
     std::uint32_t sq_next_ = 0; // next basic block to execute
     std::uint32_t rq_next_ = 0; // next receive WQE to consume
     // Requests sent and not completed, oldest first: a ring that doubles
@@ -489,10 +490,11 @@ public:
     // wakes for arriving data or doorbells (a wake-up and a lock hand-off
     // per message), and takes over again when polling stops for
     // kConsumerQuietMs or a consumer says it sleeps.
-    void progress()
+    // False when it found nothing to do, or another thread had the device.
+    bool progress()
     {
         consumer_polls_.store(consumer_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        progress_as_consumer();
+        return progress_as_consumer();
     }
     // A consumer that polled goes to sleep (dat_evd_wait): the engine thread
     // watches the sockets again at once, so nothing waits for its look.
@@ -516,7 +518,7 @@ public:
 
 private:
     void run();
-    void progress_as_consumer();
+    bool progress_as_consumer();
     // What a polling consumer's look at the device (held) finds to do:
     // nothing (a busy poll that finds nothing costs this look alone), only
     // frames in shared-memory rings or ACKs to send (ring_round_locked), or
@@ -530,8 +532,8 @@ private:
     // Fails the queue pairs of every CQ that overflowed since the last
     // look; true when there was one.
     bool handle_overflows();
-    // A polling consumer that finds a ring empty asks its socket whether
-    // the peer is gone every kShmSocketLook-th time (no system call on the
+    // A polling consumer asks the sockets of empty rings whether the peer
+    // is gone in every kShmSocketLook-th look (no system call in the
     // others); the engine thread reads the socket whenever it looks.
     static constexpr std::uint32_t kShmSocketLook = 1024;
     // `consumer`: on a polling consumer's thread (it may hold back ACKs).
@@ -643,6 +645,12 @@ private:
     std::atomic<std::uint32_t> consumer_polls_{0}, consumer_left_{0};
     std::atomic<bool> engine_yields_{false};
     bool consumer_round_ = false; // progress_locked runs on a polling consumer's thread
+    std::uint32_t consumer_looks_ = 0;
+    bool socket_turn_ = false; // this consumer round asks the sockets of empty rings whether the peer is gone
+    // A CQE was written (or lost to an overflow) since the last round's
+    // notifications: the next consumer look takes a whole round.
+    bool cq_attention_ = false;
+    bool overflow_seen_ = false; // a CQ overflowed since handle_overflows looked
     std::thread thread_;
 };
 

@@ -223,10 +223,11 @@ inline DAT_COUNT ready_completions(Evd* evd, DAT_COUNT have, DAT_COUNT limit)
     return count_ready(static_cast<SoftnicCompletions*>(evd->completions)->view, have, limit);
 }
 
-// Lets the software NIC move (the EVD's lock not held).
-inline void progress(Evd* evd)
+// Lets the software NIC move (the EVD's lock not held): false when it
+// found nothing to do, or another thread had it.
+inline bool progress(Evd* evd)
 {
-    static_cast<SoftnicCompletions*>(evd->completions)->device->progress();
+    return static_cast<SoftnicCompletions*>(evd->completions)->device->progress();
 }
 
 inline void consumer_sleeps(Evd* evd)
