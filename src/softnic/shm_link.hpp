@@ -170,7 +170,7 @@ private:
     std::uint8_t* tx_bytes_ = nullptr;
     std::uint64_t rx_tail_ = 0; // own copies: the shared counters are checked against them
     std::uint64_t rx_published_ = 0; // the tail the writer sees (consume)
-    static constexpr std::uint64_t kPublishTail = kRingBytes / 8;
+    static constexpr std::uint64_t kPublishTail = kRingBytes / 32;
     void publish_tail();
     std::uint64_t tx_head_ = 0;
     bool ended_ = false; // the socket reached its end
