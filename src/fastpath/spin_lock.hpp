@@ -8,10 +8,25 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 
 namespace fastdapl::fastpath {
+
+// A waiter's step: a few pauses, then yields, then short sleeps (the
+// software NIC's device lock is held for a whole round of work, which can
+// copy megabytes: a waiter that only yielded took 1,500 sched_yield calls
+// during one bandwidth run, and the CPU from the thread it waited for).
+inline void back_off(unsigned& spins) noexcept
+{
+    if (++spins < 64)
+        __builtin_ia32_pause();
+    else if (spins < 128)
+        std::this_thread::yield();
+    else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
 
 class SpinLock {
 public:
@@ -29,14 +44,9 @@ public:
 private:
     [[gnu::noinline, gnu::cold]] void contended() noexcept
     {
-        for (unsigned spins = 0; held_.exchange(true, std::memory_order_acquire);) {
-            while (held_.load(std::memory_order_relaxed)) {
-                if (++spins < 64)
-                    __builtin_ia32_pause();
-                else
-                    std::this_thread::yield();
-            }
-        }
+        for (unsigned spins = 0; held_.exchange(true, std::memory_order_acquire);)
+            while (held_.load(std::memory_order_relaxed))
+                back_off(spins);
     }
     std::atomic<bool> held_{false};
 };
@@ -64,13 +74,6 @@ public:
 
 private:
     static constexpr std::uint32_t kWriter = 1, kReader = 2;
-    static void pause(unsigned& spins) noexcept
-    {
-        if (++spins < 64)
-            __builtin_ia32_pause();
-        else
-            std::this_thread::yield();
-    }
     [[gnu::noinline, gnu::cold]] void reader_waits() noexcept
     {
         // Step back out, let the writer finish, then enter again.
@@ -78,14 +81,14 @@ private:
         do {
             state_.fetch_sub(kReader, std::memory_order_relaxed);
             while (state_.load(std::memory_order_relaxed) & kWriter)
-                pause(spins);
+                back_off(spins);
         } while (state_.fetch_add(kReader, std::memory_order_acquire) & kWriter);
     }
     [[gnu::noinline, gnu::cold]] void writer_waits() noexcept
     {
         unsigned spins = 0;
         for (std::uint32_t idle = 0; !state_.compare_exchange_weak(idle, kWriter, std::memory_order_acquire); idle = 0)
-            pause(spins);
+            back_off(spins);
     }
     std::atomic<std::uint32_t> state_{0};
 };
