@@ -34,8 +34,8 @@ using fastpath::Sge;
 
 // Wire frames: a 24-byte header in network byte order, then `length` bytes.
 enum FrameType : std::uint8_t {
-    kSend = 1,       // flags: kImm, kSolicited
-    kWrite = 2,      // flags: kImm
+    kSend = 1,       // flags: kImm, kSolicited; syndrome: carried ACKs (below)
+    kWrite = 2,      // flags: kImm; syndrome: carried ACKs
     kReadReq = 3,    // addr, rkey, length = bytes to read; no payload
     kReadResp = 4,   // payload
     kAck = 5,        // a SEND or WRITE was placed
@@ -57,7 +57,12 @@ enum FrameType : std::uint8_t {
 // responder's memory (addr), and the requester sends nothing after its READ
 // until it has pulled them (Qp::kHoldPulledRead).
 enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4, kInvalidate = 8, kPull = 16 };
-constexpr std::uint8_t kWireVersion = 1;
+// Carried ACKs (version 2): the syndrome byte of a kSend or kWrite counts
+// ACKs the sender owed, which count before the frame, as that many kAck
+// frames ahead of it would (a small message on fastdapl-shm carries them:
+// one frame to parse, not 1 + N). Any other frame but kNak says 0 there.
+constexpr std::uint8_t kMaxCarriedAcks = 8;
+constexpr std::uint8_t kWireVersion = 2;
 constexpr std::size_t kHeader = 24;
 constexpr std::size_t kOutputHighWater = 8u << 20; // stop taking WQEs while this much is unsent
 // A WRITE at least this large is read from the socket into its target (one
@@ -1159,10 +1164,12 @@ bool Device::send_in_place(Qp& qp)
     if (!(inline_word & MLX5_INLINE_SEG) || length > qp.max_inline_ ||
         ds - first_data != (length + 4 + 15) / 16 || data_at + 4 + length > ring_bytes)
         return false;
+    // What the output buffer holds unsent is whole ACK frames: the frame
+    // carries their count instead.
     const std::size_t carried = qp.out_.size() - qp.out_sent_;
-    if (carried > Qp::kCarriedMax)
+    if (carried % kHeader != 0 || carried / kHeader > kMaxCarriedAcks)
         return false;
-    std::uint8_t* const to = qp.shm_->reserve(carried + kHeader + length);
+    std::uint8_t* const to = qp.shm_->reserve(kHeader + length);
     if (!to)
         return false;
     std::uint64_t raddr = 0;
@@ -1174,11 +1181,10 @@ bool Device::send_in_place(Qp& qp)
     }
     const std::uint8_t flags =
         opcode == MLX5_OPCODE_SEND && (ctrl->fm_ce_se & MLX5_WQE_CTRL_SOLICITED) ? kSolicited : 0;
-    if (carried)
-        std::memcpy(to, qp.out_.data() + qp.out_sent_, carried);
-    encode(to + carried, opcode == MLX5_OPCODE_SEND ? kSend : kWrite, flags, 0, raddr, rkey, be32toh(ctrl->imm), length);
-    std::memcpy(to + carried + kHeader, qp.sq_.get() + data_at + 4, length);
-    qp.shm_->commit(carried + kHeader + length);
+    encode(to, opcode == MLX5_OPCODE_SEND ? kSend : kWrite, flags, static_cast<std::uint8_t>(carried / kHeader), raddr,
+           rkey, be32toh(ctrl->imm), length);
+    std::memcpy(to + kHeader, qp.sq_.get() + data_at + 4, length);
+    qp.shm_->commit(kHeader + length);
     qp.out_sent_ = qp.out_.size();
     qp.acks_held_ = false;
     qp.sq_next_ += bbs;
@@ -1746,7 +1752,8 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
         std::uint8_t header[kHeader];
         std::memcpy(header, in + pos, kHeader);
         const WireHeader h = decode(header);
-        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kWritePull) {
+        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kWritePull ||
+            (h.syndrome && h.type != kNak && ((h.type != kSend && h.type != kWrite) || h.syndrome > kMaxCarriedAcks))) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
             return pos;
         }
@@ -1755,6 +1762,8 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
             // A large WRITE is read from the socket into its target
             // (checked first), not through this buffer.
             if (h.type == kWrite && !(h.flags & kImm) && payload >= kDirectPlacementMin) {
+                if (!take_carried_acks(qp, h.syndrome))
+                    return pos;
                 start_direct(qp, h.addr, h.rkey, h.length, in + pos + kHeader, size - pos - kHeader);
                 pos = size;
                 break;
@@ -1776,6 +1785,7 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
             qp.waiting_for_recv_ = qp.state() == QpState::ready;
             break; // RC receiver-not-ready: keep the frame until a receive is posted
         }
+        qp.carried_acks_taken_ = false; // the next frame's are its own
         pos += kHeader + payload;
     }
     return pos;
@@ -1851,6 +1861,38 @@ void Device::remote_access_error(Qp& qp)
     refuse(qp, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 }
 
+bool Device::acknowledge(Qp& qp)
+{
+    // The oldest request in flight was placed: it must be one that an ACK
+    // answers (a READ or atomic is answered with its data).
+    if (qp.inflight_.empty()) {
+        fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
+        return false;
+    }
+    const Qp::InFlight& f = qp.inflight_.front();
+    if (f.opcode == MLX5_OPCODE_RDMA_READ || f.opcode == MLX5_OPCODE_ATOMIC_CS || f.opcode == MLX5_OPCODE_ATOMIC_FA) {
+        fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
+        return false;
+    }
+    if (f.signaled)
+        qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, 0, 0, qp.qpn_});
+    qp.inflight_.pop_front();
+    complete_leading_nops(qp);
+    if (qp.inflight_.empty() && (qp.send_hold_ & Qp::kHoldLocalError)) {
+        finish_local_error(qp);
+        return false;
+    }
+    return true;
+}
+
+bool Device::take_carried_acks(Qp& qp, std::uint8_t count)
+{
+    for (; count; --count)
+        if (!acknowledge(qp))
+            return false;
+    return true;
+}
+
 bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t* payload, std::size_t payload_len,
                           bool& wait_for_recv)
 {
@@ -1874,6 +1916,13 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
         qp.recv_cq_->push(e);
         count_one(qp.recv_generated_);
     };
+    // The ACKs a SEND or WRITE carries count first, once, also when the
+    // frame then waits for a receive buffer (and is handled again later).
+    if (h.syndrome && (h.type == kSend || h.type == kWrite) && !qp.carried_acks_taken_) {
+        if (!take_carried_acks(qp, h.syndrome))
+            return false;
+        qp.carried_acks_taken_ = true;
+    }
     switch (h.type) {
     case kSend: {
         std::uint32_t index = 0;
@@ -2012,6 +2061,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
         return true;
     }
     case kAck:
+        return acknowledge(qp);
     case kReadResp: {
         if (qp.inflight_.empty()) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);

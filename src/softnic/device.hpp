@@ -370,6 +370,7 @@ private:
     } direct_;
     std::uint32_t epoll_mask_ = 0;
     bool waiting_for_recv_ = false; // a complete message has no receive buffer yet
+    bool carried_acks_taken_ = false; // that message's carried ACKs counted already
     void (*on_ended_)(void*, bool) = nullptr;
     void* on_ended_context_ = nullptr;
     bool ended_reported_ = false;
@@ -579,6 +580,12 @@ private:
     // the peer may still write), so that every look sees the same bytes.
     bool handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t* payload, std::size_t payload_len,
                       bool& wait_for_recv);
+    // An ACK: the oldest request in flight completes. False when the queue
+    // pair failed (nothing answered by an ACK was in flight, or a local
+    // error waited for it).
+    bool acknowledge(Qp& qp);
+    // The ACKs a SEND or WRITE frame carried (its header's count).
+    bool take_carried_acks(Qp& qp, std::uint8_t count);
     bool flush_output(Qp& qp);
     // Queues an ACK frame (the common answer: no encoding).
     void queue_ack(Qp& qp);

@@ -43,7 +43,7 @@ namespace {
 constexpr char kIaName[] = "fastdapl-tcp";
 constexpr DAT_TIMEOUT kEventWait = 5000000; // µs: an event that must come
 constexpr std::size_t kFrameHeader = 24;    // src/softnic/device.cpp's wire header
-constexpr std::uint8_t kWireVersion = 1;
+constexpr std::uint8_t kWireVersion = 2;
 constexpr std::uint8_t kFrameDisconnect = 7;
 // The registered region: the middle half of the pool.
 constexpr std::size_t kRegionOffset = GuardedPool::kBytes / 4;

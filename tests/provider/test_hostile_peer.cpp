@@ -255,8 +255,8 @@ TEST_F(HostilePeer, StreamEndingInsideAFrameBreaksTheConnection)
     handshake();
     if (HasFatalFailure() || IsSkipped())
         return;
-    // A 24-byte frame header (type SEND, version 1, length 11) and 10 bytes.
-    std::vector<std::uint8_t> frame = {1, 0, 0, 1};
+    // A 24-byte frame header (type SEND, version 2, length 11) and 10 bytes.
+    std::vector<std::uint8_t> frame = {1, 0, 0, 2};
     put32(frame, 11);
     frame.resize(24, 0);
     frame.resize(34, 0x77);
@@ -269,7 +269,20 @@ TEST_F(HostilePeer, StreamEndingInsideAFrameBreaksTheConnection)
 // counters of the ring it writes into. Each attack breaks that connection
 // (BROKEN), nothing else: the IA goes on accepting, and the process lives
 // (an unsealed ring the peer could shrink would turn an access into SIGBUS).
-enum class ShmAttack { unsealed_ring, short_ring, no_descriptor, two_descriptors, stray_byte, head_past_ring, bad_frame };
+// A SEND may carry ACKs the sender owed (the header's byte 2 counts them):
+// one that carries more than the library has requests in flight, or
+// carried ACKs on a frame that may not carry them, breaks the connection.
+enum class ShmAttack {
+    unsealed_ring,
+    short_ring,
+    no_descriptor,
+    two_descriptors,
+    stray_byte,
+    head_past_ring,
+    bad_frame,
+    unowed_carried_acks,
+    acks_on_a_goodbye,
+};
 
 class HostileShmPeer : public HostilePeer, public ::testing::WithParamInterface<ShmAttack> {};
 
@@ -323,6 +336,16 @@ TEST_P(HostileShmPeer, BreaksOnlyItsConnection)
         send_with_fd(fd, 'W', -1);
         break;
     }
+    case ShmAttack::unowed_carried_acks: // an empty SEND carrying 8 ACKs: the library has at most 1 request in flight
+    case ShmAttack::acks_on_a_goodbye: { // a goodbye carrying one (read as a goodbye, the end would be orderly)
+        const bool goodbye = GetParam() == ShmAttack::acks_on_a_goodbye;
+        const std::uint8_t frame[24] = {static_cast<std::uint8_t>(goodbye ? 7 : 1), 0,
+                                        static_cast<std::uint8_t>(goodbye ? 1 : 8), 2};
+        std::memcpy(counters + 4096, frame, sizeof frame);
+        reinterpret_cast<std::atomic<std::uint64_t>*>(counters)->store(sizeof frame);
+        send_with_fd(fd, 'W', -1);
+        break;
+    }
     }
     // Something for the library to send, so that it looks at the link even
     // where the attack is only on the socket.
@@ -358,7 +381,8 @@ TEST_P(HostileShmPeer, BreaksOnlyItsConnection)
 INSTANTIATE_TEST_SUITE_P(Attacks, HostileShmPeer,
                          ::testing::Values(ShmAttack::unsealed_ring, ShmAttack::short_ring, ShmAttack::no_descriptor,
                                            ShmAttack::two_descriptors, ShmAttack::stray_byte,
-                                           ShmAttack::head_past_ring, ShmAttack::bad_frame));
+                                           ShmAttack::head_past_ring, ShmAttack::bad_frame,
+                                           ShmAttack::unowed_carried_acks, ShmAttack::acks_on_a_goodbye));
 
 // fastdapl-shm's pulled WRITE (cross-memory attach). The peer takes part
 // in the probe: its ring's control page names where the ring is mapped in
@@ -387,7 +411,7 @@ class HostilePullPeer : public HostilePeer, public ::testing::WithParamInterface
 std::vector<std::uint8_t> softnic_frame(std::uint8_t type, std::uint8_t flags, std::uint64_t addr, std::uint32_t rkey,
                                         const std::vector<std::uint8_t>& payload)
 {
-    std::vector<std::uint8_t> f = {type, flags, 0, 1};
+    std::vector<std::uint8_t> f = {type, flags, 0, 2}; // no carried ACKs, wire version 2
     put32(f, static_cast<std::uint32_t>(payload.size()));
     put32(f, static_cast<std::uint32_t>(addr >> 32));
     put32(f, static_cast<std::uint32_t>(addr));
