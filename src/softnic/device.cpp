@@ -765,8 +765,7 @@ bool Device::progress_as_consumer()
 // handles (ring_round_locked): frames come from its ring and nothing else is
 // under way. Anything else (a flush, a post to execute, output other than
 // acknowledgements, a frame half read or waiting for a receive buffer, a
-// drain, an EPOLLOUT to take back, its turn to look at its socket) takes a
-// whole round.
+// drain, an EPOLLOUT to take back) takes a whole round.
 bool Device::ring_only(const Qp& qp)
 {
     return qp.shm_ && qp.shm_->ready() && qp.fd_ >= 0 &&
