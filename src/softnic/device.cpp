@@ -75,6 +75,10 @@ constexpr std::size_t kDirectSendMin = 64 * 1024;
 // too: below it, copying a few bytes twice costs less than the iovecs and
 // the fault guard per segment (inline data is always gathered).
 constexpr std::size_t kIdleDirectMin = 512;
+// On fastdapl-shm, a SEND or WRITE of one segment up to this size posted on
+// an idle queue pair is copied straight into the peer's ring by the
+// posting thread (Device::send_in_place); larger ones go as above.
+constexpr std::size_t kInPlaceMax = 16 * 1024;
 // On fastdapl-shm, a WRITE or READ at least this large is copied by the
 // side whose memory receives it straight from the other process's memory
 // (cross-memory attach), where the link's probe allowed it: one copy by
@@ -1156,20 +1160,34 @@ bool Device::send_in_place(Qp& qp)
     if (ds <= first_data || bbs > static_cast<std::uint16_t>(published - static_cast<std::uint16_t>(bb)) ||
         data_at + 16 > ring_bytes)
         return false;
-    std::uint32_t inline_word;
-    std::memcpy(&inline_word, qp.sq_.get() + data_at, 4);
-    inline_word = be32toh(inline_word);
-    const std::uint32_t length = inline_word & ~MLX5_INLINE_SEG;
-    if (!(inline_word & MLX5_INLINE_SEG) || length > qp.max_inline_ ||
-        ds - first_data != (length + 4 + 15) / 16 || data_at + 4 + length > ring_bytes)
-        return false;
+    std::uint32_t first_word;
+    std::memcpy(&first_word, qp.sq_.get() + data_at, 4);
+    first_word = be32toh(first_word);
+    // Inline data, or one segment of registered memory up to kInPlaceMax
+    // (its key checked as the general path checks it).
+    const bool is_inline = (first_word & MLX5_INLINE_SEG) != 0;
+    const std::uint32_t length = is_inline ? first_word & ~MLX5_INLINE_SEG : first_word;
+    const std::uint8_t* from = qp.sq_.get() + data_at + 4;
+    if (is_inline) {
+        if (length > qp.max_inline_ || ds - first_data != (length + 4 + 15) / 16 || data_at + 4 + length > ring_bytes)
+            return false;
+    } else {
+        const auto* d = reinterpret_cast<const mlx5_wqe_data_seg*>(qp.sq_.get() + data_at);
+        std::uint64_t host = 0;
+        if (ds - first_data != 1 || length == 0 || length > kInPlaceMax ||
+            !memory_.check(be32toh(d->lkey), be64toh(d->addr), length, kLocalRead, qp.pd_, 0, &host))
+            return false;
+        from = reinterpret_cast<const std::uint8_t*>(host);
+    }
     // What the output buffer holds unsent is whole ACK frames: the frame
     // carries their count instead.
     const std::size_t carried = qp.out_.size() - qp.out_sent_;
     if (carried % kHeader != 0 || carried / kHeader > kMaxCarriedAcks)
         return false;
     std::uint8_t* const to = qp.shm_->reserve(kHeader + length);
-    if (!to)
+    // Registered memory may have been unmapped since: the general path then
+    // finds the fault again and reports it (nothing was published here).
+    if (!to || (!is_inline && !guarded_copy(to + kHeader, from, length)))
         return false;
     std::uint64_t raddr = 0;
     std::uint32_t rkey = 0;
@@ -1182,7 +1200,8 @@ bool Device::send_in_place(Qp& qp)
         opcode == MLX5_OPCODE_SEND && (ctrl->fm_ce_se & MLX5_WQE_CTRL_SOLICITED) ? kSolicited : 0;
     encode(to, opcode == MLX5_OPCODE_SEND ? kSend : kWrite, flags, static_cast<std::uint8_t>(carried / kHeader), raddr,
            rkey, be32toh(ctrl->imm), length);
-    std::memcpy(to + kHeader, qp.sq_.get() + data_at + 4, length);
+    if (is_inline)
+        std::memcpy(to + kHeader, from, length);
     qp.shm_->commit(kHeader + length);
     qp.out_sent_ = qp.out_.size();
     qp.acks_held_ = false;

@@ -590,10 +590,11 @@ private:
     // Queues an ACK frame (the common answer: no encoding).
     void queue_ack(Qp& qp);
     // On fastdapl-shm, with nothing in flight or held back: the next WQE, if
-    // it is a SEND or WRITE of inline data (the shape a small post has), is
-    // framed in place in the peer's ring, behind the ACKs the output buffer
-    // holds, in one write. False when it is not, or the ring has no room:
-    // execute_send_queue then takes it.
+    // it is a SEND or WRITE of inline data or of one segment of up to 16 KiB
+    // (the shapes a small post has), is framed in place in the peer's ring,
+    // carrying the count of the ACKs the output buffer holds. False when it
+    // is not, the ring has no room, or the segment faults: execute_send_queue
+    // then takes it.
     bool send_in_place(Qp& qp);
     // The wire's send and receive: the socket's, or the shared-memory
     // rings' (same results as sendmsg and recv on a non-blocking socket).

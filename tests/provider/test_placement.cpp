@@ -211,6 +211,7 @@ enum class Access {
     read_response_to, // a's RDMA read into its own unmapped region
     send_from,        // a's send from its own unmapped region (8 KiB on an idle queue pair: sent from the segments)
     send_from_small,  // the same, 256 bytes: gathered into the softnic's buffer
+                      // (on fastdapl-shm both are first copied in place into the ring, whose fault hands them on)
 };
 
 class UnmappedRegion : public ::testing::TestWithParam<Access> {};

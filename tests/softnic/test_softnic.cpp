@@ -316,16 +316,17 @@ TEST(Softnic, SendReceiveMovesDataAndCompletesBothSides)
 
 // fastdapl-shm's small-message path, posted as the provider posts (the
 // posting thread kicks the queue pair) and polled as a busy consumer polls:
-// inline SENDs and WRITEs framed in place in the peer's ring, frames handled
-// by the consumer's look, ACKs held and carried. Some 5 MB of frames of
-// every length from 1 to 60 bytes wrap the 2 MiB rings more than twice, so
+// inline SENDs and WRITEs (and one-segment ones) framed in place in the
+// peer's ring, frames handled by the consumer's look, ACKs held and carried.
+// Some 90 MB of frames of every length from 1 to 60 bytes and of 65 to
+// 19,964 bytes wrap the 2 MiB rings many times, so
 // frames meet the ring's end at every offset (those that would wrap take the
 // general path, and the reader the whole round), and the writer sees the
 // reader's tail only as often as the reader publishes it.
 TEST(Softnic, ShmSmallMessagesWrapTheRingsInOrder)
 {
     Pair p(64, true);
-    std::vector<char> src(64), dst(64, 0), target(64, 0);
+    std::vector<char> src(20000), dst(20000, 0), target(20000, 0);
     const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
     const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
     const auto kt = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
@@ -338,7 +339,9 @@ TEST(Softnic, ShmSmallMessagesWrapTheRingsInOrder)
     };
     mlx5_cqe64 c;
     for (std::uint32_t i = 0; i < 60000; ++i) {
-        const std::uint32_t len = 1 + i % 60;
+        // Every seventh is not inline: one segment, some of them larger than
+        // what is copied in place (16 KiB).
+        const std::uint32_t len = i % 7 == 6 ? 65 + (i * 97) % 19900 : 1 + i % 60;
         for (std::uint32_t j = 0; j < len; ++j)
             src[j] = static_cast<char>(i * 31 + j);
         if (i % 5 == 4) { // a WRITE, then the SEND below says it is there
