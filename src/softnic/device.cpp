@@ -1892,8 +1892,14 @@ bool Device::acknowledge(Qp& qp)
         fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
         return false;
     }
+    return retire_oldest(qp, 0);
+}
+
+bool Device::retire_oldest(Qp& qp, std::uint32_t byte_count)
+{
+    const Qp::InFlight& f = qp.inflight_.front();
     if (f.signaled)
-        qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, 0, 0, qp.qpn_});
+        qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, byte_count, 0, qp.qpn_});
     qp.inflight_.pop_front();
     complete_leading_nops(qp);
     if (qp.inflight_.empty() && (qp.send_hold_ & Qp::kHoldLocalError)) {
@@ -2120,15 +2126,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
                 return false;
             }
         }
-        if (f.signaled)
-            qp.send_cq_->push({MLX5_CQE_REQ, 0, false, f.wqe_index, is_read ? f.length : 0, 0, qp.qpn_});
-        qp.inflight_.pop_front();
-        complete_leading_nops(qp);
-        if (qp.inflight_.empty() && (qp.send_hold_ & Qp::kHoldLocalError)) {
-            finish_local_error(qp);
-            return false;
-        }
-        return true;
+        return retire_oldest(qp, f.length); // a read's CQE counts its bytes
     }
     case kWritePull: {
         // A large WRITE on fastdapl-shm: the key checked as for kWrite, then

@@ -584,6 +584,10 @@ private:
     // pair failed (nothing answered by an ACK was in flight, or a local
     // error waited for it).
     bool acknowledge(Qp& qp);
+    // The oldest request in flight completes (a CQE if it was signalled,
+    // counting `byte_count`), and the NOPs behind it; false when a local
+    // error waited for it (the queue pair failed).
+    bool retire_oldest(Qp& qp, std::uint32_t byte_count);
     // The ACKs a SEND or WRITE frame carried (its header's count).
     bool take_carried_acks(Qp& qp, std::uint8_t count);
     bool flush_output(Qp& qp);
