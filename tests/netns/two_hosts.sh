@@ -135,9 +135,11 @@ perf_pair() { # label, dat_perf options...
 
 gtest_pair() { # label
     local label=$1
+    local lossy=0
+    [ "$label" = lossy ] && lossy=1 # a dead peer's FIN may wait for a retransmission there
     ip netns exec "$ns_b" env LD_LIBRARY_PATH="$build/src/registry" DAT_OVERRIDE="$work/ab.conf" \
         FASTDAPL_TEST_SERVER_IA=fastdapl-va FASTDAPL_TEST_SERVER_NETNS="/run/netns/$ns_a" \
-        timeout 180 "$two_process" >"$work/gtest.$label" 2>&1
+        FASTDAPL_TEST_LOSSY=$lossy timeout 180 "$two_process" >"$work/gtest.$label" 2>&1
     local rc=$?
     if [ $rc = 0 ] && grep -q "PASSED" "$work/gtest.$label"; then
         ok "test_two_process $label across namespaces: $(grep -E '^\[  PASSED  \]' "$work/gtest.$label")"
