@@ -1,8 +1,9 @@
 // A lock for short critical sections of the data path (an EVD's queue, the
 // software NIC's device): taking and releasing it uncontended is one atomic
 // exchange and one store, where a pthread mutex costs some sixty
-// instructions. A thread that finds it held spins briefly, then yields:
-// holders never sleep while holding it.
+// instructions. A thread that finds it held spins briefly, then yields,
+// then sleeps in short steps (back_off); holders never sleep while holding
+// it.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #pragma once

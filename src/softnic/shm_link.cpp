@@ -396,11 +396,11 @@ ssize_t ShmLink::read(void* into, std::size_t want, Look look, bool registered)
 void ShmLink::consume(std::size_t n)
 {
     rx_tail_ += n;
-    // The tail is published once an eighth of the ring was read since the
+    // The tail is published once kPublishTail (64 KiB) was read since the
     // last time, not per frame: its cache line then stays in the writer's
     // cache, and the seq_cst store (a locked instruction) is rare. A writer
-    // that finds the ring full waits on a tail at most an eighth behind, so
-    // at least seven eighths are unread and reading them publishes it.
+    // that finds the ring full waits on a tail at most that far behind, so
+    // nearly the whole ring is unread and reading it publishes the tail.
     if (rx_tail_ - rx_published_ >= kPublishTail)
         publish_tail();
 }

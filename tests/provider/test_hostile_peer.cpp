@@ -282,6 +282,7 @@ enum class ShmAttack {
     bad_frame,
     unowed_carried_acks,
     acks_on_a_goodbye,
+    tail_past_head, // the ring the library writes into says more was read than written
 };
 
 class HostileShmPeer : public HostilePeer, public ::testing::WithParamInterface<ShmAttack> {};
@@ -336,6 +337,17 @@ TEST_P(HostileShmPeer, BreaksOnlyItsConnection)
         send_with_fd(fd, 'W', -1);
         break;
     }
+    case ShmAttack::tail_past_head: { // the library's first write (a small send, built in place) meets it
+        const int m = ring_memfd(kRingMap, true);
+        ASSERT_GE(m, 0);
+        void* ring = ::mmap(nullptr, kRingMap, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0);
+        ASSERT_NE(ring, MAP_FAILED);
+        reinterpret_cast<std::atomic<std::uint64_t>*>(static_cast<std::uint8_t*>(ring) + 64)->store(5u << 20);
+        send_with_fd(fd, 'R', m);
+        ::munmap(ring, kRingMap);
+        ::close(m);
+        break;
+    }
     case ShmAttack::unowed_carried_acks: // an empty SEND carrying 8 ACKs: the library has at most 1 request in flight
     case ShmAttack::acks_on_a_goodbye: { // a goodbye carrying one (read as a goodbye, the end would be orderly)
         const bool goodbye = GetParam() == ShmAttack::acks_on_a_goodbye;
@@ -382,7 +394,8 @@ INSTANTIATE_TEST_SUITE_P(Attacks, HostileShmPeer,
                          ::testing::Values(ShmAttack::unsealed_ring, ShmAttack::short_ring, ShmAttack::no_descriptor,
                                            ShmAttack::two_descriptors, ShmAttack::stray_byte,
                                            ShmAttack::head_past_ring, ShmAttack::bad_frame,
-                                           ShmAttack::unowed_carried_acks, ShmAttack::acks_on_a_goodbye));
+                                           ShmAttack::unowed_carried_acks, ShmAttack::acks_on_a_goodbye,
+                                           ShmAttack::tail_past_head));
 
 // fastdapl-shm's pulled WRITE (cross-memory attach). The peer takes part
 // in the probe: its ring's control page names where the ring is mapped in
