@@ -1059,6 +1059,15 @@ ssize_t Device::wire_receive(Qp& qp, void* into, std::size_t want, bool register
     return qp.shm_->read(into, want, look, registered);
 }
 
+void Device::ask_quick_acks(Qp& qp)
+{
+    if (!qp.quickack_owed_)
+        return;
+    qp.quickack_owed_ = false;
+    const int one = 1;
+    setsockopt(qp.fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+}
+
 bool Device::flush_direct(Qp& qp, bool& moved)
 {
     Qp::DirectSend& d = qp.direct_send_;
@@ -1066,6 +1075,7 @@ bool Device::flush_direct(Qp& qp, bool& moved)
         const ssize_t n = wire_send(qp, d.iov + d.first, d.count - d.first, true);
         if (n > 0) {
             moved = true;
+            ask_quick_acks(qp);
             auto left = static_cast<std::size_t>(n);
             while (d.first < d.count && left >= d.iov[d.first].iov_len)
                 left -= d.iov[d.first++].iov_len;
@@ -1103,6 +1113,7 @@ bool Device::flush_output(Qp& qp)
         if (n > 0) {
             qp.out_sent_ += static_cast<std::size_t>(n);
             moved = true;
+            ask_quick_acks(qp);
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -1819,6 +1830,7 @@ void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::u
     auto* const to = reinterpret_cast<std::uint8_t*>(host);
     const bool refused = !allowed || (n && !guarded_copy(to, arrived, n)); // unmapped since registration
     qp.direct_ = {refused ? nullptr : to + n, length - n, refused};
+    qp.quickack_owed_ = !qp.shm_;
 }
 
 Device::Take Device::receive_direct(Qp& qp)

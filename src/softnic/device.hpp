@@ -357,6 +357,12 @@ private:
     // them for its next post or round (one send for the ACK and the reply).
     bool out_acks_only_ = false;
     bool acks_held_ = false; // a consumer's round held them back (no EPOLLOUT for them)
+    // TCP: a large message came in since this side last sent. A socket that
+    // sends soon after it received is taken by the kernel for an interactive
+    // one, whose ACKs it delays to ride on data, and a bulk sender on the
+    // other side then waits for them: after sending, the ACKs are asked to
+    // go at once again (TCP_QUICKACK, which the kernel resets by itself).
+    bool quickack_owed_ = false;
     std::vector<std::uint8_t> in_;
     // A large WRITE being read from the socket straight into its target:
     // where the next byte goes and how many are still to come (its last
@@ -607,6 +613,7 @@ private:
     ssize_t wire_send(Qp& qp, const iovec* iov, std::size_t count, bool registered);
     ssize_t wire_receive(Qp& qp, void* into, std::size_t want, bool registered);
     // Sends qp.direct_send_'s unsent part; false when the queue pair failed.
+    void ask_quick_acks(Qp& qp);
     bool flush_direct(Qp& qp, bool& moved);
     enum class Take { taken, none, failed };
     Take take_receive(Qp& qp, std::uint32_t& index);
