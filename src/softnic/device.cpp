@@ -915,14 +915,24 @@ void Device::run()
         // receive_posted() reads receiver_waiting_ without ordering against
         // our look at the receive queue (a fence on every post would be the
         // price), so a post just then would otherwise wait for the timeout.
-        if (!busy && !stop_.load())
-            epoll_wait(epoll_fd_, events, 32, receiver_waiting_.load(std::memory_order_relaxed) ? 1 : 200);
+        bool slept_out = false; // the long sleep ended by its timeout, not by a wake-up
+        if (!busy && !stop_.load()) {
+            const bool short_sleep = receiver_waiting_.load(std::memory_order_relaxed);
+            slept_out = epoll_wait(epoll_fd_, events, 32, short_sleep ? 1 : kEngineSleepMs) == 0 && !short_sleep;
+        }
         sleeping_.store(0);
         if (rings) {
             std::lock_guard lock(mutex_);
             for (Qp* qp : qps_)
                 if (qp->shm_)
                     qp->shm_->woke();
+            // Frames that waited for the timeout: the writer missed this
+            // side's sleep flag (a wake-up handshake that failed), or wrote
+            // just as the timeout ran out.
+            if (slept_out && std::any_of(qps_.begin(), qps_.end(), [](const Qp* qp) {
+                    return qp->shm_ && qp->state() == QpState::ready && !qp->shm_->rx_empty();
+                }))
+                late_wakeups_.fetch_add(1, std::memory_order_relaxed);
         }
         std::uint64_t drained;
         [[maybe_unused]] ssize_t n = ::read(wake_fd_, &drained, sizeof drained);

@@ -517,6 +517,11 @@ public:
     }
     // How long the engine thread leaves the sockets alone after the last poll.
     static constexpr int kConsumerQuietMs = 1;
+    // The engine thread sleeps this long at most when idle.
+    static constexpr int kEngineSleepMs = 200;
+    // Times the engine's sleep ended by its timeout with frames of a
+    // fastdapl-shm peer waiting in a ring: their writer did not wake it.
+    std::uint32_t late_wakeups() const { return late_wakeups_.load(std::memory_order_relaxed); }
     // Puts what `qp`'s send queue holds on the wire from the caller's thread
     // (a post), saving the engine thread's wake-up, when nothing of this QP
     // is in flight. False when it did not (busy QP, or another thread holds
@@ -663,6 +668,7 @@ private:
     // times a consumer went to sleep while the engine thread yielded.
     std::atomic<std::uint32_t> consumer_polls_{0}, consumer_left_{0};
     std::atomic<bool> engine_yields_{false};
+    std::atomic<std::uint32_t> late_wakeups_{0};
     bool consumer_round_ = false; // progress_locked runs on a polling consumer's thread
     std::uint32_t consumer_looks_ = 0;
     bool socket_turn_ = false; // this consumer round asks the sockets of empty rings whether the peer is gone

@@ -28,6 +28,28 @@ constexpr std::size_t kControlBytes = 4096;
 constexpr std::size_t kMapBytes = kControlBytes + ShmLink::kRingBytes;
 constexpr std::uint64_t kMask = ShmLink::kRingBytes - 1;
 
+// The wake-up handshakes: one side stores `mine` (a counter it moved, or
+// the flag that it sleeps or waits), then looks at `theirs`; the other side
+// stores that one before it looks at ours. A fence between the store and
+// the look, on both sides, lets no more than one of them miss the other's
+// store. A plain store and a fence, not a seq_cst store: that is an
+// exchange on the counter's line, which first waits for the frame's lines
+// to reach the peer and only then asks for its own, where the fence waits
+// for all of them at once (an 8-byte ping-pong over the rings went from
+// 0.65 to 0.45 us one-way). ThreadSanitizer builds have no fences: they
+// keep seq_cst stores and loads.
+template <typename T, typename U> U store_then_look(std::atomic<T>& mine, T value, const std::atomic<U>& theirs)
+{
+#if defined(__SANITIZE_THREAD__)
+    mine.store(value, std::memory_order_seq_cst);
+    return theirs.load(std::memory_order_seq_cst);
+#else
+    mine.store(value, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return theirs.load(std::memory_order_acquire);
+#endif
+}
+
 // A consumer's memory may be unmapped under us: copied under the fault
 // guard. The rings (sealed at their size) and the device's own buffers
 // cannot fault, and skip the guard's setjmp.
@@ -296,8 +318,7 @@ ssize_t ShmLink::write(const iovec* iov, std::size_t count, bool registered)
     if (room == 0) {
         // Ask for a wake-up, then look once more (the consumer clears the
         // flag after it moved its tail: one of the two sees the other).
-        tx_->writer_waits.store(1, std::memory_order_seq_cst);
-        tail = tx_->tail.load(std::memory_order_seq_cst);
+        tail = store_then_look(tx_->writer_waits, 1u, tx_->tail);
         if (tx_head_ - tail > kRingBytes) {
             errno = EPROTO;
             return -1;
@@ -338,8 +359,7 @@ ssize_t ShmLink::write(const iovec* iov, std::size_t count, bool registered)
 void ShmLink::commit(std::size_t n)
 {
     tx_head_ += n;
-    tx_->head.store(tx_head_, std::memory_order_seq_cst); // before the look at reader_sleeps
-    if (tx_->reader_sleeps.load(std::memory_order_seq_cst) && tx_->reader_sleeps.exchange(0))
+    if (store_then_look(tx_->head, tx_head_, tx_->reader_sleeps) && tx_->reader_sleeps.exchange(0))
         wake_peer();
 }
 
@@ -408,8 +428,7 @@ void ShmLink::consume(std::size_t n)
 void ShmLink::publish_tail()
 {
     rx_published_ = rx_tail_;
-    rx_->tail.store(rx_tail_, std::memory_order_seq_cst); // before the look at writer_waits
-    if (rx_->writer_waits.load(std::memory_order_seq_cst) && rx_->writer_waits.exchange(0))
+    if (store_then_look(rx_->tail, rx_tail_, rx_->writer_waits) && rx_->writer_waits.exchange(0))
         wake_peer();
 }
 
@@ -417,8 +436,7 @@ bool ShmLink::prepare_to_sleep()
 {
     if (rx_published_ != rx_tail_) // all the room there is, while this side sleeps
         publish_tail();
-    rx_->reader_sleeps.store(1, std::memory_order_seq_cst);
-    return rx_->head.load(std::memory_order_seq_cst) == rx_tail_;
+    return store_then_look(rx_->reader_sleeps, 1u, rx_->head) == rx_tail_;
 }
 
 } // namespace fastdapl::softnic

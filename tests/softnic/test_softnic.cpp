@@ -368,6 +368,68 @@ TEST(Softnic, ShmSmallMessagesWrapTheRingsInOrder)
     }
 }
 
+// fastdapl-shm's wake-up handshake: each side's engine thread sleeps as
+// soon as it is idle (nobody polls here: the CQs are only looked at), and
+// the posting thread writes each ping and pong into the peer's ring itself
+// (kick), so every message meets an engine that is asleep or just going to
+// sleep. A writer that missed the sleep flag would leave its frame in the
+// ring until the engine's sleep timed out: counted by late_wakeups.
+TEST(Softnic, ShmWritersWakeSleepingEngines)
+{
+    softnic::Device da, db;
+    const std::uint32_t pda = da.alloc_pd(), pdb = db.alloc_pd();
+    Endpoint a(da, pda, 64), b(db, pdb, 64);
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ASSERT_TRUE(da.connect(a.qp, sv[0], true));
+    ASSERT_TRUE(db.connect(b.qp, sv[1], true));
+    std::vector<char> inbox_a(64), inbox_b(64);
+    const auto ka = da.memory().add(reinterpret_cast<std::uintptr_t>(inbox_a.data()), 64, kAll, pda);
+    const auto kb = db.memory().add(reinterpret_cast<std::uintptr_t>(inbox_b.data()), 64, kAll, pdb);
+    // Looks at a CQ until its next CQE, without moving the device.
+    auto wait_for = [](fastpath::CompletionQueue& cq, mlx5_cqe64& out) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (std::chrono::steady_clock::now() < deadline) {
+            if (const mlx5_cqe64* c = cq.peek()) {
+                out = *c;
+                cq.consume();
+                cq.publish_consumer_index();
+                return true;
+            }
+            std::this_thread::yield();
+        }
+        return false;
+    };
+    auto send = [](softnic::Device& dev, Endpoint& from, std::uint64_t value) {
+        Sge s{reinterpret_cast<std::uintptr_t>(&value), sizeof value, 0};
+        ASSERT_TRUE(from.sq.post(MLX5_OPCODE_SEND, &s, 1, sizeof value, nullptr, 0, MLX5_WQE_CTRL_CQ_UPDATE, value));
+        from.sq.publish_only();
+        if (!dev.kick(from.qp))
+            from.sq.ring();
+    };
+    mlx5_cqe64 c;
+    for (std::uint64_t i = 0; i < 3000; ++i) {
+        Sge ra = sge_of(inbox_a, ka), rb = sge_of(inbox_b, kb);
+        ASSERT_TRUE(a.rq.post(&ra, 1, i));
+        ASSERT_TRUE(b.rq.post(&rb, 1, i));
+        send(da, a, i);
+        ASSERT_TRUE(wait_for(b.recv_cq, c)) << i;
+        ASSERT_EQ(opcode(c), MLX5_CQE_RESP_SEND) << i;
+        ASSERT_EQ(b.rq.complete_oldest(), i);
+        ASSERT_EQ(std::memcmp(inbox_b.data(), &i, sizeof i), 0) << i;
+        send(db, b, ~i);
+        ASSERT_TRUE(wait_for(a.recv_cq, c)) << i;
+        ASSERT_EQ(opcode(c), MLX5_CQE_RESP_SEND) << i;
+        ASSERT_EQ(a.rq.complete_oldest(), i);
+        for (auto [end, cq] : {std::pair{&a, &a.send_cq}, std::pair{&b, &b.send_cq}}) {
+            ASSERT_TRUE(wait_for(*cq, c)) << i;
+            ASSERT_EQ(opcode(c), MLX5_CQE_REQ) << i;
+            end->sq.retire_through(be16toh(c.wqe_counter));
+        }
+        ASSERT_EQ(da.late_wakeups() + db.late_wakeups(), 0u) << i;
+    }
+}
+
 TEST(Softnic, InlineSendWithImmediateAndSolicitedBit)
 {
     Pair p(64);
