@@ -4,8 +4,9 @@
 # over the rounds; every case is two processes over loopback:
 #   ours:  dat_perf (-s / -h 127.0.0.1) on fastdapl-tcp, and fastdapl-shm when
 #          the dat.conf lists it, each waiting in dat_evd_wait and busy (-b);
-#   peers: ucx_perftest (ucx-utils) UCP tag matching over tcp and over shared
-#          memory; fi_pingpong (libfabric-bin) on the tcp provider, msg EP.
+#   peers: ucx_perftest (ucx-utils) UCP tag matching over tcp (as it comes,
+#          and with one connection per peer: UCX_MAX_RNDV_LANES=1) and over
+#          shared memory; fi_pingpong (libfabric-bin) on the tcp provider, msg EP.
 # Measures one-way latency at 8 B and 4 KiB (µs) and bandwidth at 1 MiB
 # (MB/s = 10^6 bytes/s: dat_perf's RDMA writes with a window in flight,
 # ucx's tag_bw stream; fi_pingpong has ping-pong only, one message in
@@ -105,7 +106,7 @@ for ia in "${ours_ias[@]}"; do
     cases+=("ours:$ia:evd_wait" "ours:$ia:busy")
 done
 if command -v ucx_perftest >/dev/null; then
-    cases+=("ucx:tcp" "ucx:shm")
+    cases+=("ucx:tcp" "ucx:tcp1" "ucx:shm")
 else
     note "ucx_perftest: missing (Debian: apt-get install ucx-utils), skipped"
 fi
@@ -195,6 +196,9 @@ measure() {
         fi
         [ $test = bw ] && ucx_test=tag_bw
         E=("UCX_TLS=$tls")
+        # One TCP connection for a large message, as fastdapl-tcp's queue
+        # pair has (by default UCX splits it over two).
+        [ "$case" = ucx:tcp1 ] && E+=(UCX_MAX_RNDV_LANES=1)
         S=(ucx_perftest -p "$listen_port")
         C=(ucx_perftest 127.0.0.1 -p "$listen_port" -t "$ucx_test" -s "$size" -n "$iters" -w "$warm" -f -v)
         run_pair "$log" || return 1
@@ -216,6 +220,7 @@ label() {
     case $1 in
     ours:*) local ia wait; IFS=: read -r _ ia wait <<<"$1"; echo "dat_perf $ia $wait" ;;
     ucx:tcp) echo "ucx_perftest tcp (tag)" ;;
+    ucx:tcp1) echo "ucx_perftest tcp (tag, 1 lane)" ;;
     ucx:shm) echo "ucx_perftest shm (tag)" ;;
     fi:tcp) echo "fi_pingpong tcp msg" ;;
     esac
@@ -281,12 +286,12 @@ for c in "${cases[@]}"; do
 done
 echo
 echo "ratios ours / peer (latency above 1, bandwidth below 1: fastdapl is slower)"
-printf '%-36s %-24s %9s %9s %9s\n' "ours" "peer" "lat 8 B" "lat 4 KiB" "bw 1 MiB"
+printf '%-36s %-30s %9s %9s %9s\n' "ours" "peer" "lat 8 B" "lat 4 KiB" "bw 1 MiB"
 for o in "${cases[@]}"; do
     case $o in ours:*) ;; *) continue ;; esac
     for p in "${cases[@]}"; do
         case $p in ours:*) continue ;; esac
-        printf '%-36s %-24s' "$(label "$o")" "$(label "$p")"
+        printf '%-36s %-30s' "$(label "$o")" "$(label "$p")"
         for m in "${metrics[@]}"; do
             a=$(value "$o" "$m") b=$(value "$p" "$m")
             if [ "$a" = - ] || [ "$b" = - ]; then
