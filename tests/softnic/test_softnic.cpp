@@ -45,8 +45,9 @@ struct Endpoint {
         dev.destroy_cq(rcq);
     }
 
-    // Waits (polling, with inline progress) for the next CQE of `cq`; copies it.
-    bool next(fastpath::CompletionQueue& cq, mlx5_cqe64& out, int timeout_ms = 5000)
+    // Waits (polling, with inline progress unless `drive` is false: then the
+    // engine thread does the work) for the next CQE of `cq`; copies it.
+    bool next(fastpath::CompletionQueue& cq, mlx5_cqe64& out, int timeout_ms = 5000, bool drive = true)
     {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
         while (std::chrono::steady_clock::now() < deadline) {
@@ -56,7 +57,8 @@ struct Endpoint {
                 cq.publish_consumer_index();
                 return true;
             }
-            dev.progress();
+            if (drive)
+                dev.progress();
             std::this_thread::yield();
         }
         return false;
@@ -387,18 +389,8 @@ TEST(Softnic, ShmWritersWakeSleepingEngines)
     const auto ka = da.memory().add(reinterpret_cast<std::uintptr_t>(inbox_a.data()), 64, kAll, pda);
     const auto kb = db.memory().add(reinterpret_cast<std::uintptr_t>(inbox_b.data()), 64, kAll, pdb);
     // Looks at a CQ until its next CQE, without moving the device.
-    auto wait_for = [](fastpath::CompletionQueue& cq, mlx5_cqe64& out) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (std::chrono::steady_clock::now() < deadline) {
-            if (const mlx5_cqe64* c = cq.peek()) {
-                out = *c;
-                cq.consume();
-                cq.publish_consumer_index();
-                return true;
-            }
-            std::this_thread::yield();
-        }
-        return false;
+    auto wait_for = [](Endpoint& end, fastpath::CompletionQueue& cq, mlx5_cqe64& out) {
+        return end.next(cq, out, 10000, false);
     };
     auto send = [](softnic::Device& dev, Endpoint& from, std::uint64_t value) {
         Sge s{reinterpret_cast<std::uintptr_t>(&value), sizeof value, 0};
@@ -413,16 +405,16 @@ TEST(Softnic, ShmWritersWakeSleepingEngines)
         ASSERT_TRUE(a.rq.post(&ra, 1, i));
         ASSERT_TRUE(b.rq.post(&rb, 1, i));
         send(da, a, i);
-        ASSERT_TRUE(wait_for(b.recv_cq, c)) << i;
+        ASSERT_TRUE(wait_for(b, b.recv_cq, c)) << i;
         ASSERT_EQ(opcode(c), MLX5_CQE_RESP_SEND) << i;
         ASSERT_EQ(b.rq.complete_oldest(), i);
         ASSERT_EQ(std::memcmp(inbox_b.data(), &i, sizeof i), 0) << i;
         send(db, b, ~i);
-        ASSERT_TRUE(wait_for(a.recv_cq, c)) << i;
+        ASSERT_TRUE(wait_for(a, a.recv_cq, c)) << i;
         ASSERT_EQ(opcode(c), MLX5_CQE_RESP_SEND) << i;
         ASSERT_EQ(a.rq.complete_oldest(), i);
         for (auto [end, cq] : {std::pair{&a, &a.send_cq}, std::pair{&b, &b.send_cq}}) {
-            ASSERT_TRUE(wait_for(*cq, c)) << i;
+            ASSERT_TRUE(wait_for(*end, *cq, c)) << i;
             ASSERT_EQ(opcode(c), MLX5_CQE_REQ) << i;
             end->sq.retire_through(be16toh(c.wqe_counter));
         }
