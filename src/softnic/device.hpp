@@ -617,8 +617,10 @@ private:
     // memory, which may have been unmapped; the device's own buffers are not.
     ssize_t wire_send(Qp& qp, const iovec* iov, std::size_t count, bool registered);
     ssize_t wire_receive(Qp& qp, void* into, std::size_t want, bool registered);
-    // Sends qp.direct_send_'s unsent part; false when the queue pair failed.
+    // After a send on TCP: TCP_QUICKACK again if a large WRITE came in since
+    // the last one (Qp::quickack_owed_).
     void ask_quick_acks(Qp& qp);
+    // Sends qp.direct_send_'s unsent part; false when the queue pair failed.
     bool flush_direct(Qp& qp, bool& moved);
     enum class Take { taken, none, failed };
     Take take_receive(Qp& qp, std::uint32_t& index);
