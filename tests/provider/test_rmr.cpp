@@ -400,11 +400,15 @@ TEST_F(Rmrs, BindOnAFullSendQueueIsRefused)
         GTEST_SKIP() << "no memory windows on this IA";
     DAT_EP_HANDLE a, b;
     connect_pair(a, b);
-    DAT_RMR_HANDLE target, rmr;
+    DAT_RMR_HANDLE filled, target, rmr;
+    ASSERT_EQ(dat_rmr_create(pz, &filled), kOk);
     ASSERT_EQ(dat_rmr_create(pz, &target), kOk);
-    const DAT_RMR_CONTEXT ctx = bind(target, b, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 1);
+    const DAT_RMR_CONTEXT ctx = bind(filled, b, dto_b, piece(8192, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 1);
+    bind(target, b, dto_b, piece(12288, 1024), DAT_MEM_PRIV_REMOTE_WRITE_FLAG, 3);
     ASSERT_EQ(dat_rmr_create_for_ep(pz, &rmr), kOk);
     // Suppressed writes: no completion retires them until a signalled one.
+    // They go to an RMR the refused binds leave alone (a refused rebind ends
+    // `target`'s binding, and writes still on the wire would then fail).
     DAT_LMR_TRIPLET local = piece(0, 8);
     const DAT_RMR_TRIPLET remote{reinterpret_cast<DAT_VADDR>(buffer.data() + 8192), 8, ctx};
     DAT_RETURN rc = kOk;
@@ -423,7 +427,8 @@ TEST_F(Rmrs, BindOnAFullSendQueueIsRefused)
         EXPECT_EQ(q.lmr_triplet.segment_length, 0u);
     }
     DAT_EVENT e{};
-    EXPECT_EQ(type_of(dat_evd_dequeue(dto_a, &e)), t(DAT_QUEUE_EMPTY)); // nothing was posted
+    EXPECT_EQ(type_of(dat_evd_dequeue(dto_a, &e)), t(DAT_QUEUE_EMPTY)) // nothing was posted
+        << "event " << std::hex << e.event_number << " status " << e.event_data.dto_completion_event_data.status;
 }
 
 TEST_F(Rmrs, BindErrorsLeaveEverythingAsItWas)
