@@ -417,10 +417,17 @@ std::uint64_t scaled(const Options& o, std::uint64_t size, std::uint64_t most, s
     return n;
 }
 
+// Untimed messages before the measured ones (both tests, as ucx_perftest's
+// -w): the first messages of a run pay for first touches of rings and buffers.
+std::uint64_t warmup_count(std::uint64_t n)
+{
+    return std::min<std::uint64_t>(n / 10 + 1, 50);
+}
+
 Row latency(End& end, const Options& o, std::uint64_t size)
 {
     const std::uint64_t n = scaled(o, size, 2000, 64u << 20);
-    const std::uint64_t warmup = std::min<std::uint64_t>(n / 10 + 1, 50);
+    const std::uint64_t warmup = warmup_count(n);
     std::vector<double> rtt_us;
     rtt_us.reserve(n);
     end.post_recv(kControlSize); // for "ready"
@@ -448,20 +455,16 @@ Row bandwidth(End& end, const Options& o, std::uint64_t size)
     const std::uint64_t n = scaled(o, size, 20000, 512u << 20);
     const std::uint64_t window = static_cast<std::uint64_t>(end.window());
     std::memset(end.send_area(), write_pattern(size), size);
-    std::uint64_t posted = 0;
     const auto stream = [&](std::uint64_t count) {
-        std::uint64_t done = 0;
+        std::uint64_t posted = 0, done = 0;
         while (done < count) {
             while (posted < count && posted - done < window)
                 end.write(size, posted++);
             end.reap(end.request_evd(), "RDMA write");
             ++done;
         }
-        posted = 0;
     };
-    // Untimed first, as the latency test and ucx_perftest's -w do: the first
-    // messages of a run pay for first touches of rings and buffers.
-    stream(std::min<std::uint64_t>(n / 10 + 1, 50));
+    stream(warmup_count(n));
     const auto start = Clock::now();
     stream(n);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
