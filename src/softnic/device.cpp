@@ -638,7 +638,13 @@ void Device::disconnect(Qp* qp)
 {
     std::lock_guard lock(mutex_);
     if (qp->state() == QpState::ready && qp->datagram_) {
-        fail(*qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false); // no peer to say goodbye to
+        // What was posted goes out first, as a device would have sent it by
+        // now: while consumers poll, posts wait for a polling round, and a
+        // consumer that then only takes events already queued (then frees
+        // the EP) would otherwise lose its last datagrams.
+        execute_send_queue(*qp);
+        if (qp->state() == QpState::ready)
+            fail(*qp, MLX5_CQE_SYNDROME_WR_FLUSH_ERR, false); // no peer to say goodbye to
     } else if (qp->state() == QpState::ready) {
         // Say goodbye, so the peer reports DISCONNECTED rather than BROKEN.
         // Bytes already queued go first; give them a moment, not forever.

@@ -1162,6 +1162,28 @@ TEST(SoftnicDatagram, HostileDatagramsAreDroppedWithoutTouchingBuffers)
     EXPECT_TRUE(std::all_of(dst.begin() + 100, dst.end(), [](char ch) { return ch == 'c'; }));
 }
 
+// What was posted before a datagram queue pair is disconnected (its EP
+// freed) goes out, as a device would have sent it by then, rather than
+// being flushed: a post the engine thread has not reached yet (it was
+// asleep, or left posts to a polling consumer) is not lost.
+TEST(SoftnicDatagram, DisconnectSendsWhatWasPosted)
+{
+    for (int round = 0; round < 20; ++round) {
+        DatagramPair p;
+        std::vector<char> src = {'b', 'y', 'e'}, dst(100, 0);
+        const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+        const auto kd = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(dst.data()), dst.size(), kAll, p.pd);
+        Sge r = sge_of(dst, kd);
+        ASSERT_TRUE(p.b.rq.post(&r, 1, 0xb0));
+        p.send(src, ks, 0xa0);
+        p.dev.disconnect(p.a.qp);
+        mlx5_cqe64 c;
+        ASSERT_TRUE(p.b.next(p.b.recv_cq, c, 2000)) << round;
+        EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND) << round;
+        EXPECT_EQ(std::memcmp(dst.data() + softnic::kGrhSize, "bye", 3), 0) << round;
+    }
+}
+
 TEST(SoftnicDatagram, OnlyDatagramSendsRunOnADatagramQueuePair)
 {
     DatagramPair p;
