@@ -7,9 +7,12 @@
 //   request u64 conn_qual | u32 qpn | [u32 UDP port] | u32 pdata length | pdata
 //   reply   u32 qpn | [u32 UDP port] | u32 pdata length | pdata
 //   (flags: kFlagDatagram, on a request or reply only, adds the UDP port:
-//   UD endpoints; its upper 16 bits are zero)
+//   UD endpoints; its upper 16 bits are zero. kFlagLane, on a reply only,
+//   adds u64 lane token | u32 lane port after the qpn: a lane offered, both
+//   nonzero, the port's upper 16 bits zero; never with kFlagDatagram)
 //   reject  u32 reason | u32 pdata length | pdata
-//   ready, disconnect: empty body
+//   lane    u64 lane token (nonzero)
+//   ready, disconnect, lane_ok: empty body
 #include "cm_wire.hpp"
 
 #include <endian.h>
@@ -49,25 +52,34 @@ std::uint64_t get64(const std::uint8_t* p)
 }
 
 constexpr std::uint8_t kFlagDatagram = 1;
+constexpr std::uint8_t kFlagLane = 2;
 
-// Fixed part of each body before the private data.
-std::size_t fixed_body(MessageType t, bool datagram)
+// Fixed part of each body (before the private data, where it has some).
+std::size_t fixed_body(MessageType t, bool datagram, bool lane)
 {
     switch (t) {
     case MessageType::request:
         return datagram ? 20 : 16;
     case MessageType::reply:
-        return datagram ? 12 : 8;
+        return datagram ? 12 : lane ? 20 : 8;
     case MessageType::reject:
+        return 8;
+    case MessageType::lane:
         return 8;
     case MessageType::ready:
     case MessageType::disconnect:
+    case MessageType::lane_ok:
         return 0;
     }
     return 0;
 }
 
-bool known_type(std::uint8_t t) { return t >= 1 && t <= 5; }
+bool has_private_data(MessageType t)
+{
+    return t == MessageType::request || t == MessageType::reply || t == MessageType::reject;
+}
+
+bool known_type(std::uint8_t t) { return t >= 1 && t <= 7; }
 
 } // namespace
 
@@ -76,13 +88,16 @@ bool encode(const Message& m, std::vector<std::uint8_t>& out)
     if (m.private_data.size() > kMaxPrivateData || !known_type(static_cast<std::uint8_t>(m.type)))
         return false;
     const bool datagram = m.datagram && (m.type == MessageType::request || m.type == MessageType::reply);
-    const bool has_pdata = fixed_body(m.type, datagram) != 0;
+    const bool lane = m.type == MessageType::reply && !datagram && m.lane_token != 0 && m.lane_port != 0;
+    if (m.type == MessageType::lane && m.lane_token == 0)
+        return false;
+    const bool has_pdata = has_private_data(m.type);
     const auto body =
-        static_cast<std::uint32_t>(fixed_body(m.type, datagram) + (has_pdata ? m.private_data.size() : 0));
+        static_cast<std::uint32_t>(fixed_body(m.type, datagram, lane) + (has_pdata ? m.private_data.size() : 0));
     put32(out, kMagic);
     out.push_back(kVersion);
     out.push_back(static_cast<std::uint8_t>(m.type));
-    out.push_back(datagram ? kFlagDatagram : 0);
+    out.push_back(datagram ? kFlagDatagram : lane ? kFlagLane : 0);
     out.push_back(0);
     put32(out, body);
     switch (m.type) {
@@ -96,9 +111,16 @@ bool encode(const Message& m, std::vector<std::uint8_t>& out)
         put32(out, m.qpn);
         if (datagram)
             put32(out, m.datagram_port);
+        if (lane) {
+            put64(out, m.lane_token);
+            put32(out, m.lane_port);
+        }
         break;
     case MessageType::reject:
         put32(out, m.reason);
+        break;
+    case MessageType::lane:
+        put64(out, m.lane_token);
         break;
     default:
         break;
@@ -124,8 +146,11 @@ DecodeResult decode(const std::uint8_t* data, std::size_t size, Message& m, std:
     if (size > 5 && !known_type(data[5]))
         return DecodeResult::malformed;
     const bool datagram = size > 6 && data[6] == kFlagDatagram;
-    if (size > 6 && data[6] != 0 && (!datagram || (data[5] != static_cast<std::uint8_t>(MessageType::request) &&
-                                                   data[5] != static_cast<std::uint8_t>(MessageType::reply))))
+    const bool lane = size > 6 && data[6] == kFlagLane;
+    if (size > 6 && data[6] != 0 &&
+        !(datagram && (data[5] == static_cast<std::uint8_t>(MessageType::request) ||
+                       data[5] == static_cast<std::uint8_t>(MessageType::reply))) &&
+        !(lane && data[5] == static_cast<std::uint8_t>(MessageType::reply)))
         return DecodeResult::malformed;
     if (size > 7 && data[7] != 0)
         return DecodeResult::malformed;
@@ -133,8 +158,9 @@ DecodeResult decode(const std::uint8_t* data, std::size_t size, Message& m, std:
         return DecodeResult::incomplete;
     const auto type = static_cast<MessageType>(data[5]);
     const std::uint32_t body = get32(data + 8);
-    const std::size_t fixed = fixed_body(type, datagram);
-    if (body < fixed || body > fixed + (fixed ? kMaxPrivateData : 0))
+    const std::size_t fixed = fixed_body(type, datagram, lane);
+    const bool has_pdata = has_private_data(type);
+    if (body < fixed || body > fixed + (has_pdata ? kMaxPrivateData : 0))
         return DecodeResult::malformed;
     if (size < kHeaderSize + body)
         return DecodeResult::incomplete;
@@ -152,9 +178,20 @@ DecodeResult decode(const std::uint8_t* data, std::size_t size, Message& m, std:
     case MessageType::reply:
         m.qpn = get32(b);
         port = datagram ? b + 4 : nullptr;
+        if (lane) {
+            m.lane_token = get64(b + 4);
+            const std::uint32_t p = get32(b + 12);
+            if (m.lane_token == 0 || p == 0 || p > 0xffff)
+                return DecodeResult::malformed;
+            m.lane_port = static_cast<std::uint16_t>(p);
+        }
         break;
     case MessageType::reject:
         m.reason = get32(b);
+        break;
+    case MessageType::lane:
+        if ((m.lane_token = get64(b)) == 0)
+            return DecodeResult::malformed;
         break;
     default:
         break;
@@ -165,7 +202,7 @@ DecodeResult decode(const std::uint8_t* data, std::size_t size, Message& m, std:
             return DecodeResult::malformed;
         m.datagram_port = static_cast<std::uint16_t>(p);
     }
-    if (fixed) {
+    if (has_pdata) {
         const std::uint32_t pdata = get32(b + fixed - 4);
         if (pdata > kMaxPrivateData || fixed + pdata != body)
             return DecodeResult::malformed;

@@ -22,6 +22,13 @@ enum class MessageType : std::uint8_t {
     reject = 3,     // passive side (or no listener) refused, with private data
     ready = 4,      // active side saw the reply: both ends are established
     disconnect = 5, // graceful disconnect request
+    // A second TCP connection for an established queue pair (fastdapl-tcp):
+    // the active side opens it to the port the reply named (the passive
+    // CM's lane listener, which outlives the consumer's) with the token it
+    // offered; the passive side answers lane_ok once its queue pair has
+    // taken it. Large RDMA writes are then split over both streams.
+    lane = 6,
+    lane_ok = 7,
 };
 
 enum class RejectReason : std::uint32_t {
@@ -39,6 +46,10 @@ struct Message {
     bool datagram = false;
     std::uint16_t datagram_port = 0;
     std::uint32_t reason = 0;     // reject: a RejectReason
+    // reply between RC endpoints: nonzero offers a lane under this token,
+    // to be opened to lane_port; lane: the token it answers.
+    std::uint64_t lane_token = 0;
+    std::uint16_t lane_port = 0;
     std::vector<std::uint8_t> private_data;
 };
 

@@ -188,3 +188,97 @@ TEST(CmWire, DatagramPortZeroOrWiderThan16BitsIsMalformed)
     wire[kHeaderSize + 5] = 0;
     EXPECT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::complete);
 }
+
+TEST(CmWire, LaneOfferLaneAndLaneOkRoundTrip)
+{
+    Message reply = sample(MessageType::reply, 7);
+    reply.lane_token = 0x1122334455667788ull;
+    reply.lane_port = 0xfedc;
+    auto wire = bytes_of(reply);
+    Message m;
+    std::size_t used = 0;
+    ASSERT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::complete);
+    EXPECT_EQ(used, wire.size());
+    EXPECT_EQ(m.qpn, reply.qpn);
+    EXPECT_EQ(m.lane_token, reply.lane_token);
+    EXPECT_EQ(m.lane_port, reply.lane_port);
+    EXPECT_EQ(m.private_data, reply.private_data);
+    // A reply without an offer decodes with token 0; one without a port
+    // offers nothing.
+    wire = bytes_of(sample(MessageType::reply, 7));
+    ASSERT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::complete);
+    EXPECT_EQ(m.lane_token, 0u);
+    reply.lane_port = 0;
+    EXPECT_EQ(bytes_of(reply), bytes_of(sample(MessageType::reply, 7)));
+
+    Message lane;
+    lane.type = MessageType::lane;
+    lane.lane_token = 42;
+    lane.private_data = {1, 2, 3}; // a lane carries none: not encoded
+    wire = bytes_of(lane);
+    EXPECT_EQ(wire.size(), kHeaderSize + 8);
+    ASSERT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::complete);
+    EXPECT_EQ(m.type, MessageType::lane);
+    EXPECT_EQ(m.lane_token, 42u);
+    EXPECT_TRUE(m.private_data.empty());
+
+    Message ok;
+    ok.type = MessageType::lane_ok;
+    wire = bytes_of(ok);
+    EXPECT_EQ(wire.size(), kHeaderSize);
+    ASSERT_EQ(decode(wire.data(), wire.size(), m, used), DecodeResult::complete);
+    EXPECT_EQ(m.type, MessageType::lane_ok);
+
+    // A lane with no token is not encoded.
+    std::vector<std::uint8_t> out;
+    lane.lane_token = 0;
+    EXPECT_FALSE(encode(lane, out));
+    EXPECT_TRUE(out.empty());
+}
+
+TEST(CmWire, LaneMalformedForms)
+{
+    auto expect_malformed = [](std::vector<std::uint8_t> w, const char* what) {
+        Message m;
+        std::size_t used = 0;
+        EXPECT_EQ(decode(w.data(), w.size(), m, used), DecodeResult::malformed) << what;
+    };
+    Message reply = sample(MessageType::reply, 0);
+    reply.lane_token = 5;
+    reply.lane_port = 7;
+    const auto offer = bytes_of(reply);
+    auto w = offer;
+    std::fill(w.begin() + kHeaderSize + 4, w.begin() + kHeaderSize + 12, 0);
+    expect_malformed(w, "offer with token 0");
+    w = offer;
+    std::fill(w.begin() + kHeaderSize + 12, w.begin() + kHeaderSize + 16, 0);
+    expect_malformed(w, "offer with port 0");
+    w = offer;
+    w[kHeaderSize + 13] = 1;
+    expect_malformed(w, "offer with a port wider than 16 bits");
+    w = offer;
+    w[6] = 3;
+    expect_malformed(w, "lane and datagram flags together");
+    w = bytes_of(sample(MessageType::request, 0));
+    w[6] = 2;
+    expect_malformed(w, "lane flag on a request");
+    Message lane;
+    lane.type = MessageType::lane;
+    lane.lane_token = 9;
+    w = bytes_of(lane);
+    std::fill(w.begin() + kHeaderSize, w.end(), 0);
+    expect_malformed(w, "lane with token 0");
+    w = bytes_of(lane);
+    w[11] = 12;
+    w.insert(w.end(), 4, 0);
+    expect_malformed(w, "lane with a longer body");
+    w = bytes_of(lane);
+    w[6] = 2;
+    expect_malformed(w, "lane flag on a lane");
+    Message ok;
+    ok.type = MessageType::lane_ok;
+    w = bytes_of(ok);
+    w[11] = 4;
+    w.insert(w.end(), 4, 0);
+    expect_malformed(w, "lane_ok with a body");
+}
