@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <ifaddrs.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -38,6 +39,9 @@ constexpr std::chrono::milliseconds kRequestTimeout{5000};
 // NON_PEER_REJECTED.
 constexpr std::chrono::milliseconds kRefusedGrace{3000};
 constexpr std::chrono::milliseconds kRefusedRetry{10};
+// How long a lane offered in a reply may take to come (the peer opens it
+// as soon as it has the reply).
+constexpr std::chrono::seconds kLaneOfferLife{60};
 
 // Nobody took the connection: refused, or reset by a listener closing as
 // it arrived.
@@ -91,9 +95,12 @@ SocketCm::~SocketCm()
     thread_.join();
     for (auto& [number, p] : ports_)
         ::close(p.fd);
-    for (auto& [id, c] : conns_)
+    for (auto& [id, c] : conns_) {
         if (c.fd >= 0)
             ::close(c.fd);
+        if (c.lane_fd >= 0)
+            ::close(c.lane_fd);
+    }
     ::close(wake_fd_);
 }
 
@@ -101,6 +108,13 @@ void SocketCm::wake()
 {
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+bool SocketCm::confirm_lane(int fd)
+{
+    Message ok;
+    ok.type = MessageType::lane_ok;
+    return send_message(fd, ok);
 }
 
 bool SocketCm::send_message(int fd, const Message& m)
@@ -308,6 +322,16 @@ bool SocketCm::accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<s
     rep.datagram = datagram_port != 0;
     rep.datagram_port = datagram_port;
     rep.private_data = std::move(private_data);
+    // A lane for this connection may be opened under a token nobody else
+    // can guess (another host's process could try to take it).
+    std::uint64_t token = 0;
+    const std::uint16_t lane_port = lanes() && datagram_port == 0 ? lane_listener(it->second.fd) : 0;
+    if (lane_port && getrandom(&token, sizeof token, 0) == sizeof token && token != 0) {
+        rep.lane_token = token;
+        rep.lane_port = lane_port;
+        lane_offers_[token] = {request_id, it->second.remote.sin_addr.s_addr,
+                               std::chrono::steady_clock::now() + kLaneOfferLife};
+    }
     if (!send_message(it->second.fd, rep)) {
         // The peer is gone: the outcome is a failure, reported by the thread.
         it->second.deadline = std::chrono::steady_clock::now();
@@ -349,6 +373,76 @@ void SocketCm::finish(std::uint64_t id, Conn& c, Outcome o, const Message& m, Pe
     c.fd = -1;
     out.results.emplace_back(id, o, fd, m);
     done.push_back(id);
+    if (c.lane_fd >= 0) { // passive: a lane that came before the peer's ready goes after the result
+        if (hand_over)
+            out.lanes.emplace_back(id, c.lane_fd, true);
+        else
+            ::close(c.lane_fd);
+        c.lane_fd = -1;
+    }
+}
+
+std::uint16_t SocketCm::lane_listener(int fd)
+{
+    if (lane_port_ != 0 && ports_.count(lane_port_))
+        return lane_port_;
+    // Where the peer reached us (the IA's address), on a port of its own.
+    sockaddr_in at{};
+    socklen_t len = sizeof at;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&at), &len) != 0 || at.sin_family != AF_INET)
+        return 0;
+    std::uint16_t port = 0;
+    const int listener = open_listener(at, port);
+    if (listener < 0)
+        return 0;
+    ports_[port] = Port{listener, at, {}}; // no qualifiers: requests on it are refused
+    lane_port_ = port;
+    wake(); // polled from the CM thread's next round
+    return port;
+}
+
+void SocketCm::open_lane(std::uint64_t id, const sockaddr_in& remote, std::uint64_t token)
+{
+    Conn l;
+    l.state = State::lane_connecting;
+    l.remote = remote;
+    l.lane_token = token;
+    l.lane_for = id;
+    l.deadline = std::chrono::steady_clock::now() + kRequestTimeout;
+    l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (l.fd < 0)
+        return; // no lane: the connection works without one
+    set_nodelay(l.fd);
+    const int one = 1;
+    setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); // as start_connect
+    if (::connect(l.fd, reinterpret_cast<const sockaddr*>(&l.remote), sizeof l.remote) != 0 && errno != EINPROGRESS) {
+        ::close(l.fd);
+        return;
+    }
+    conns_[next_id_.fetch_add(1)] = std::move(l);
+}
+
+void SocketCm::lane_arrived(Conn& lane, std::uint64_t token, Pending& out)
+{
+    const int fd = lane.fd;
+    lane.fd = -1;
+    auto offer = lane_offers_.find(token);
+    // Only the host the connection came from may open its lane.
+    if (offer == lane_offers_.end() || offer->second.from != lane.remote.sin_addr.s_addr) {
+        ::close(fd);
+        return;
+    }
+    const std::uint64_t id = offer->second.id;
+    lane_offers_.erase(offer);
+    if (auto main = conns_.find(id); main != conns_.end()) {
+        if (main->second.state != State::wait_ready || main->second.lane_fd >= 0) {
+            ::close(fd);
+            return;
+        }
+        main->second.lane_fd = fd; // the peer's ready is still on its way: handed over after it
+        return;
+    }
+    out.lanes.emplace_back(id, fd, true); // the connection's outcome was reported already
 }
 
 void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vector<std::uint64_t>& done)
@@ -381,7 +475,7 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
     }
     // A message that arrived before the close (a reject, say) counts first.
     auto handle_close = [&] {
-        if (c.state == State::wait_request) {
+        if (c.state == State::wait_request || c.state == State::lane_wait_ok) {
             ::close(c.fd);
             c.fd = -1;
             done.push_back(id); // nobody was told about it yet
@@ -405,7 +499,7 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
         return;
     }
     if (r == DecodeResult::malformed) {
-        if (c.state == State::wait_request) { // a bad request: drop that connection, nothing else
+        if (c.state == State::wait_request || c.state == State::lane_wait_ok) { // drop that connection, nothing else
             ::close(c.fd);
             c.fd = -1;
             done.push_back(id);
@@ -417,6 +511,11 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
     c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(used));
     switch (c.state) {
     case State::wait_request: {
+        if (m.type == MessageType::lane) { // a second stream for a connection accepted here
+            lane_arrived(c, m.lane_token, out);
+            done.push_back(id);
+            return;
+        }
         std::uint64_t listener = 0;
         if (auto p = ports_.find(c.port); m.type == MessageType::request && p != ports_.end())
             if (auto l = p->second.listeners.find(m.conn_qual); l != p->second.listeners.end())
@@ -456,7 +555,13 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
                 finish(id, c, Outcome::failed, {}, out, done, false);
                 return;
             }
+            const sockaddr_in remote = c.remote;
             finish(id, c, Outcome::established, m, out, done, true);
+            if (lanes() && m.lane_token != 0) {
+                sockaddr_in lane_at = remote;
+                lane_at.sin_port = htons(m.lane_port);
+                open_lane(id, lane_at, m.lane_token);
+            }
         } else if (m.type == MessageType::reject) {
             const bool consumer = m.reason == static_cast<std::uint32_t>(RejectReason::consumer);
             finish(id, c, consumer ? Outcome::rejected : Outcome::no_listener, m, out, done, false);
@@ -467,6 +572,16 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
     case State::wait_ready:
         finish(id, c, m.type == MessageType::ready ? Outcome::established : Outcome::failed, m, out, done,
                m.type == MessageType::ready);
+        return;
+    case State::lane_wait_ok: // the peer's queue pair took the lane, or it is closed
+        if (m.type == MessageType::lane_ok) {
+            out.lanes.emplace_back(c.lane_for, c.fd, false);
+            c.fd = -1;
+        } else {
+            ::close(c.fd);
+            c.fd = -1;
+        }
+        done.push_back(id);
         return;
     default: // unexpected data while connecting or waiting for the consumer
         return;
@@ -492,7 +607,8 @@ void SocketCm::run()
             }
             for (auto& [id, c] : conns_) {
                 if (c.fd >= 0 && c.state != State::wait_consumer) {
-                    fds.push_back({c.fd, static_cast<short>(c.state == State::connecting ? POLLOUT : POLLIN), 0});
+                    const bool connecting = c.state == State::connecting || c.state == State::lane_connecting;
+                    fds.push_back({c.fd, static_cast<short>(connecting ? POLLOUT : POLLIN), 0});
                     owners.emplace_back(false, id);
                 }
                 if (c.state != State::wait_consumer) {
@@ -542,6 +658,22 @@ void SocketCm::run()
                 if (it == conns_.end() || it->second.fd != fds[i].fd)
                     continue;
                 Conn& c = it->second;
+                if (c.state == State::lane_connecting) {
+                    int err = 0;
+                    socklen_t len = sizeof err;
+                    getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                    Message lane;
+                    lane.type = MessageType::lane;
+                    lane.lane_token = c.lane_token;
+                    if (err == 0 && send_message(c.fd, lane)) {
+                        c.state = State::lane_wait_ok;
+                    } else { // no lane: the connection works without one
+                        ::close(c.fd);
+                        c.fd = -1;
+                        done.push_back(id);
+                    }
+                    continue;
+                }
                 if (c.state == State::connecting) {
                     int err = 0;
                     socklen_t len = sizeof err;
@@ -585,7 +717,8 @@ void SocketCm::run()
                                done, false);
                     }
                 } else if (c.state != State::wait_consumer && now >= c.deadline) {
-                    if (c.state == State::wait_request) {
+                    if (c.state == State::wait_request || c.state == State::lane_connecting ||
+                        c.state == State::lane_wait_ok) {
                         ::close(c.fd);
                         c.fd = -1;
                         done.push_back(id);
@@ -597,6 +730,7 @@ void SocketCm::run()
             }
             for (std::uint64_t id : done)
                 conns_.erase(id);
+            std::erase_if(lane_offers_, [&](const auto& o) { return now >= o.second.deadline; });
         }
         for (const Request& r : out.requests)
             if (callbacks_.on_request)
@@ -606,6 +740,12 @@ void SocketCm::run()
                 callbacks_.on_result(id, o, fd, m);
             else if (fd >= 0)
                 ::close(fd);
+        for (auto& [id, fd, confirm] : out.lanes) {
+            // Blocking again, as a handed-over connection is.
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+            if (!callbacks_.on_lane || !callbacks_.on_lane(id, fd, confirm))
+                ::close(fd);
+        }
     }
 }
 

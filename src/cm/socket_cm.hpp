@@ -52,7 +52,14 @@ public:
         std::function<void(const Request&)> on_request;
         // Active side: the outcome of connect(); passive side: of accept().
         std::function<void(std::uint64_t id, Outcome, int fd, const Message&)> on_result;
+        // A lane for the established connection `id` (TCP only; unset: no
+        // lanes are offered or opened). `confirm`: the passive side, which
+        // must call confirm_lane(fd) before the stream carries anything
+        // else. Returns whether it took the socket (false: the CM closes it).
+        std::function<bool(std::uint64_t id, int fd, bool confirm)> on_lane;
     };
+    // The passive side's lane_ok: the peer may use the lane from then on.
+    static bool confirm_lane(int fd);
 
     // `local`: the fastdapl-shm flavour. Ports are abstract Unix socket
     // names ("fastdapl-shm/<uid>/<port>": one port space per user and
@@ -91,7 +98,7 @@ public:
                 RejectReason reason = RejectReason::consumer);
 
 private:
-    enum class State { connecting, wait_reply, wait_request, wait_consumer, wait_ready };
+    enum class State { connecting, wait_reply, wait_request, wait_consumer, wait_ready, lane_connecting, lane_wait_ok };
     struct Conn {
         int fd = -1;
         State state = State::connecting;
@@ -107,6 +114,17 @@ private:
         // Active side refused (no listener yet): tried again until then.
         int error = 0;
         std::chrono::steady_clock::time_point refused_until, retry_at;
+        // Passive: the lane offered in the reply (0: none), and the lane
+        // that came before the peer's ready. Active lane connection: the
+        // token to name, and the connection it is for.
+        std::uint64_t lane_token = 0;
+        int lane_fd = -1;
+        std::uint64_t lane_for = 0;
+    };
+    struct LaneOffer { // passive: a lane may still come for connection `id` from `from`
+        std::uint64_t id = 0;
+        in_addr_t from = 0;
+        std::chrono::steady_clock::time_point deadline;
     };
     // A new connection attempt for `c` (c.fd, or -1 and c.error).
     void start_connect(Conn& c);
@@ -125,13 +143,23 @@ private:
     struct Pending { // callbacks to run once the lock is released
         std::vector<Request> requests;
         std::vector<std::tuple<std::uint64_t, Outcome, int, Message>> results;
+        std::vector<std::tuple<std::uint64_t, int, bool>> lanes; // (connection id, fd, confirm)
     };
+    // Passive: the port lanes come to (opened at the first offer, on the
+    // address `fd` was reached at, and kept: a consumer frees its service
+    // point as soon as it has its connection); 0 if it cannot be opened.
+    std::uint16_t lane_listener(int fd);
+    // Active: opens a lane for the connection `id` just established.
+    void open_lane(std::uint64_t id, const sockaddr_in& remote, std::uint64_t token);
+    // Passive: a lane connection named `token`.
+    void lane_arrived(Conn& lane, std::uint64_t token, Pending& out);
+    bool lanes() const { return !local_ && callbacks_.on_lane != nullptr; }
 
     void run();
     void handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vector<std::uint64_t>& done);
     void finish(std::uint64_t id, Conn& c, Outcome o, const Message& m, Pending& out, std::vector<std::uint64_t>& done,
                 bool hand_over);
-    bool send_message(int fd, const Message& m);
+    static bool send_message(int fd, const Message& m);
     void wake();
 
     Callbacks callbacks_;
@@ -140,6 +168,8 @@ private:
     std::map<std::uint64_t, Listener> listeners_;
     std::map<std::uint16_t, Port> ports_;
     std::map<std::uint64_t, Conn> conns_;
+    std::map<std::uint64_t, LaneOffer> lane_offers_; // by token
+    std::uint16_t lane_port_ = 0;                    // the lane listener's, in ports_
     std::atomic<std::uint64_t> next_id_{1};
     int wake_fd_ = -1;
     std::atomic<bool> stop_{false};

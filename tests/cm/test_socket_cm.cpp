@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,19 +29,40 @@ struct Result {
     Message message;
 };
 
+struct Lane {
+    std::uint64_t id;
+    int fd;
+    bool confirm;
+};
+
+// What a CM with lanes does with one: take it (confirming it on the
+// passive side), or refuse it.
+enum class Lanes { none, take, refuse };
+
 // A CM whose callbacks land in queues the test waits on.
 struct Harness {
-    Harness()
+    explicit Harness(Lanes lanes_mode = Lanes::none)
         : cm({[this](const Request& r) { push(requests, r); },
               [this](std::uint64_t id, Outcome o, int fd, const Message& m) {
                   push(results, Result{id, o, fd, m});
-              }})
+              },
+              lanes_mode == Lanes::none ? std::function<bool(std::uint64_t, int, bool)>{}
+                                        : [this, lanes_mode](std::uint64_t id, int fd, bool confirm) {
+                                              if (lanes_mode == Lanes::refuse)
+                                                  return false;
+                                              if (confirm && !SocketCm::confirm_lane(fd))
+                                                  return false;
+                                              push(lanes, Lane{id, fd, confirm});
+                                              return true;
+                                          }})
     {
     }
     ~Harness()
     {
         for (int fd : fds)
             ::close(fd);
+        for (const Lane& l : lanes)
+            ::close(l.fd);
     }
     template <typename T>
     void push(std::deque<T>& q, T v)
@@ -78,6 +100,7 @@ struct Harness {
     std::condition_variable cv;
     std::deque<Request> requests;
     std::deque<Result> results;
+    std::deque<Lane> lanes;
     std::vector<Result> others;
     std::vector<int> fds;
     SocketCm cm;
@@ -396,4 +419,126 @@ TEST(SocketCm, DatagramRequestAnsweredByAStreamEndpointFails)
     ASSERT_TRUE(active);
     EXPECT_EQ(active->outcome, Outcome::failed);
     EXPECT_LT(active->fd, 0);
+}
+
+namespace {
+
+// Connects `active` to a listener of `passive` and accepts: the two
+// established sockets (active's first).
+std::pair<int, int> establish(Harness& active, Harness& passive, std::uint64_t& attempt, std::uint64_t& request)
+{
+    std::uint64_t port = 0;
+    EXPECT_EQ(passive.cm.listen(loopback(), port, 1), 0);
+    attempt = active.cm.connect(loopback(), port, 0x11, {}, 5s);
+    auto req = passive.pop(passive.requests);
+    EXPECT_TRUE(req);
+    if (!req)
+        return {-1, -1};
+    request = req->id;
+    EXPECT_TRUE(passive.cm.accept(req->id, 0x22, {}, 5s));
+    auto a = active.result_for(attempt);
+    auto p = passive.result_for(req->id);
+    EXPECT_TRUE(a && p);
+    if (!a || !p)
+        return {-1, -1};
+    EXPECT_EQ(a->outcome, Outcome::established);
+    EXPECT_EQ(p->outcome, Outcome::established);
+    return {a->fd, p->fd};
+}
+
+} // namespace
+
+TEST(SocketCm, LanesFollowAnEstablishedConnectionOnBothSides)
+{
+    Harness active(Lanes::take), passive(Lanes::take);
+    std::uint64_t attempt = 0, request = 0;
+    const auto [a, p] = establish(active, passive, attempt, request);
+    ASSERT_GE(a, 0);
+    ASSERT_GE(p, 0);
+    auto passive_lane = passive.pop(passive.lanes);
+    auto active_lane = active.pop(active.lanes);
+    ASSERT_TRUE(passive_lane);
+    ASSERT_TRUE(active_lane);
+    EXPECT_EQ(passive_lane->id, request); // the connection each is for
+    EXPECT_TRUE(passive_lane->confirm);
+    EXPECT_EQ(active_lane->id, attempt);
+    EXPECT_FALSE(active_lane->confirm);
+    // The two lanes are one connection, with nothing of the handshake left
+    // on it (the active CM read exactly the confirmation), both ways.
+    ASSERT_EQ(::write(active_lane->fd, "lane", 4), 4);
+    char buf[8];
+    ASSERT_EQ(::read(passive_lane->fd, buf, sizeof buf), 4);
+    EXPECT_EQ(std::memcmp(buf, "lane", 4), 0);
+    ASSERT_EQ(::write(passive_lane->fd, "back", 4), 4);
+    ASSERT_EQ(::read(active_lane->fd, buf, sizeof buf), 4);
+    EXPECT_EQ(std::memcmp(buf, "back", 4), 0);
+    // Handed over blocking, as the main connection is.
+    EXPECT_EQ(fcntl(active_lane->fd, F_GETFL) & O_NONBLOCK, 0);
+    EXPECT_EQ(fcntl(passive_lane->fd, F_GETFL) & O_NONBLOCK, 0);
+    EXPECT_FALSE(active.pop(active.lanes, 100ms)); // one each
+    EXPECT_FALSE(passive.pop(passive.lanes, 10ms));
+}
+
+TEST(SocketCm, NoLaneUnlessBothSidesTakeLanes)
+{
+    {
+        Harness active(Lanes::take), passive; // the passive side offers none
+        std::uint64_t attempt = 0, request = 0;
+        const auto [a, p] = establish(active, passive, attempt, request);
+        ASSERT_GE(a, 0);
+        EXPECT_FALSE(active.pop(active.lanes, 300ms));
+    }
+    {
+        Harness active, passive(Lanes::take); // offered, never opened
+        std::uint64_t attempt = 0, request = 0;
+        const auto [a, p] = establish(active, passive, attempt, request);
+        ASSERT_GE(p, 0);
+        EXPECT_FALSE(passive.pop(passive.lanes, 300ms));
+    }
+    {
+        // The passive side's provider refuses it (its queue pair is gone):
+        // the active side's attempt ends with no lane, and its connection stands.
+        Harness active(Lanes::take), passive(Lanes::refuse);
+        std::uint64_t attempt = 0, request = 0;
+        const auto [a, p] = establish(active, passive, attempt, request);
+        ASSERT_GE(a, 0);
+        EXPECT_FALSE(active.pop(active.lanes, 300ms));
+        ASSERT_EQ(::write(a, "main", 4), 4);
+        char buf[4];
+        ASSERT_EQ(::read(p, buf, 4), 4);
+    }
+}
+
+TEST(SocketCm, LaneWithAnUnknownTokenIsClosed)
+{
+    Harness active(Lanes::take), passive(Lanes::take);
+    std::uint64_t attempt = 0, request = 0;
+    const auto [a, p] = establish(active, passive, attempt, request);
+    ASSERT_GE(a, 0);
+    ASSERT_TRUE(passive.pop(passive.lanes));
+    ASSERT_TRUE(active.pop(active.lanes));
+    // Another client names tokens it guessed, on any port of the CM: each
+    // connection is closed on it, unanswered.
+    sockaddr_in to = loopback();
+    std::uint64_t port = 0;
+    ASSERT_EQ(passive.cm.listen(loopback(), port, 2), 0);
+    to.sin_port = htons(static_cast<std::uint16_t>(port));
+    for (std::uint64_t token : {std::uint64_t{1}, ~std::uint64_t{0}}) {
+        const int raw = ::socket(AF_INET, SOCK_STREAM, 0);
+        ASSERT_EQ(::connect(raw, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+        Message lane;
+        lane.type = MessageType::lane;
+        lane.lane_token = token;
+        std::vector<std::uint8_t> bytes;
+        ASSERT_TRUE(encode(lane, bytes));
+        ASSERT_EQ(::write(raw, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+        char c;
+        EXPECT_EQ(::read(raw, &c, 1), 0); // closed, nothing sent back
+        ::close(raw);
+    }
+    EXPECT_FALSE(passive.pop(passive.lanes, 100ms));
+    // The connection and its lane are untouched.
+    ASSERT_EQ(::write(a, "main", 4), 4);
+    char buf[4];
+    ASSERT_EQ(::read(p, buf, 4), 4);
 }

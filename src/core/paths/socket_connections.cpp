@@ -89,7 +89,8 @@ public:
                                       [&ia](std::uint64_t id, cm::Outcome o, int fd, const cm::Message& m) {
                                           cm_result(&ia, id, outcome_of(o), fd, m.private_data, m.qpn,
                                                     m.datagram_port);
-                                      }},
+                                      },
+                                      {}},
               shm)
     {
     }
