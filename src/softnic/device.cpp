@@ -35,7 +35,7 @@ using fastpath::Sge;
 // Wire frames: a 24-byte header in network byte order, then `length` bytes.
 enum FrameType : std::uint8_t {
     kSend = 1,       // flags: kImm, kSolicited; syndrome: carried ACKs (below)
-    kWrite = 2,      // flags: kImm; syndrome: carried ACKs
+    kWrite = 2,      // flags: kImm, kStriped (below); syndrome: carried ACKs
     kReadReq = 3,    // addr, rkey, length = bytes to read; no payload
     kReadResp = 4,   // payload
     kAck = 5,        // a SEND or WRITE was placed
@@ -51,12 +51,15 @@ enum FrameType : std::uint8_t {
                      // checks the key, copies from them with process_vm_readv,
                      // then ACKs (or NAKs)
 };
+// kStriped (fastdapl-tcp with a lane, a kWrite without kImm of kStripeMin
+// and up): the first stripe_split(length) bytes of the payload follow the
+// header, the rest are the next bytes on the lane.
 // kInvalidate: aux is a key of the receiver's to invalidate. kPull (fastdapl-
 // shm): on a kReadReq, the requester pulls the bytes itself; the kReadResp
 // then carries no payload, only the checked source's address in the
 // responder's memory (addr), and the requester sends nothing after its READ
 // until it has pulled them (Qp::kHoldPulledRead).
-enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4, kInvalidate = 8, kPull = 16 };
+enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4, kInvalidate = 8, kPull = 16, kStriped = 32 };
 // Carried ACKs (version 2): the syndrome byte of a kSend or kWrite counts
 // ACKs the sender owed, which count before the frame, as that many kAck
 // frames ahead of it would (a small message on fastdapl-shm carries them:
@@ -68,6 +71,18 @@ constexpr std::size_t kOutputHighWater = 8u << 20; // stop taking WQEs while thi
 // A WRITE at least this large is read from the socket into its target (one
 // copy, by the kernel) rather than through the receive buffer.
 constexpr std::size_t kDirectPlacementMin = 64 * 1024;
+// On fastdapl-tcp with a lane, an RDMA WRITE (no immediate data) at least
+// this large is striped (kStriped): its first stripe_split() bytes follow
+// the header on the main stream, the rest go over the lane.
+constexpr std::size_t kStripeMin = 128 * 1024;
+// Half, in whole pages, so the lane's part (which holds the last byte) is
+// never empty.
+constexpr std::size_t stripe_split(std::size_t length) { return (length / 2) & ~std::size_t{4095}; }
+static_assert(kStripeMin >= kDirectPlacementMin && stripe_split(kStripeMin) > 0);
+// How long a striped WRITE waits for the lane to be attached before the
+// connection fails (the lane follows the connection's establishment; a
+// peer that stripes before it has one is at fault).
+constexpr std::chrono::seconds kLaneWait{10};
 // A SEND or WRITE at least this large goes from the consumer's memory to the
 // socket (sendmsg), not through the gather and output buffers.
 constexpr std::size_t kDirectSendMin = 64 * 1024;
@@ -259,6 +274,8 @@ Device::~Device()
     for (Qp* qp : qps_) {
         if (qp->fd_ >= 0)
             ::close(qp->fd_);
+        if (qp->lane_fd_ >= 0)
+            ::close(qp->lane_fd_);
         delete qp;
     }
     for (Cq* cq : cqs_)
@@ -505,11 +522,7 @@ Device::Take Device::take_receive(Qp& qp, std::uint32_t& index)
 void Device::destroy_qp(Qp* qp)
 {
     std::lock_guard lock(mutex_);
-    if (qp->fd_ >= 0) {
-        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, qp->fd_, nullptr);
-        ::close(qp->fd_);
-        qp->fd_ = -1;
-    }
+    close_wire(*qp, false);
     qp->shm_.reset();
     qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end());
     qpn_used_[qp->qpn_ - kFirstQpn] = false;
@@ -565,6 +578,27 @@ bool Device::connect(Qp* qp, int fd, bool shm)
     // starts on the engine's next round, as if asked now.
     qp->state_.store(QpState::ready, std::memory_order_release);
     const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    return true;
+}
+
+bool Device::attach_lane(Qp* qp, int fd)
+{
+    std::lock_guard lock(mutex_);
+    if (fd < 0 || qp->state() != QpState::ready || qp->fd_ < 0 || qp->shm_ || qp->datagram_ || qp->lane_fd_ >= 0)
+        return false;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    // Edge-triggered: the lane is read only while a striped WRITE's part is
+    // due, and written only while one is being sent; bytes waiting for
+    // their frame's header on the main stream must not keep waking the
+    // engine (the main stream's arrival does).
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+    ev.data.ptr = qp;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return false;
+    qp->lane_fd_ = fd;
+    const std::uint64_t one = 1; // a striped WRITE may be waiting for it
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
     return true;
 }
@@ -660,8 +694,9 @@ void Device::disconnect(Qp* qp)
             if (!flush_output(*qp)) {
                 if (qp->shm_) { // room comes as the peer reads; the socket says nothing of it
                     ::usleep(1000);
-                } else {
-                    pollfd p{qp->fd_, POLLOUT, 0};
+                } else { // room on the stream, or on the lane if a striped WRITE's part waits for it
+                    const bool lane = qp->direct_send_.lane_first < qp->direct_send_.lane_count;
+                    pollfd p{lane ? qp->lane_fd_ : qp->fd_, POLLOUT, 0};
                     ::poll(&p, 1, 10);
                 }
             }
@@ -780,7 +815,7 @@ bool Device::ring_only(const Qp& qp)
 {
     return qp.shm_ && qp.shm_->ready() && qp.fd_ >= 0 &&
            static_cast<std::uint16_t>(qp.sq_next_) == static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR])) &&
-           qp.direct_send_.first == qp.direct_send_.count && (qp.out_acks_only_ || qp.out_sent_ == qp.out_.size()) &&
+           !qp.direct_send_.busy() && (qp.out_acks_only_ || qp.out_sent_ == qp.out_.size()) &&
            qp.in_.empty() && qp.direct_.remaining == 0 && !qp.waiting_for_recv_ && qp.drain_ == Qp::Drain::none &&
            qp.epoll_mask_ == EPOLLIN;
 }
@@ -836,7 +871,7 @@ void Device::ring_round_locked()
         }
         if (qp->state() != QpState::ready)
             continue;
-        if (hold_acks && qp->out_acks_only_ && qp->direct_send_.first == qp->direct_send_.count)
+        if (hold_acks && qp->out_acks_only_ && !qp->direct_send_.busy())
             qp->acks_held_ = qp->output_pending();
         else
             flush_output(*qp);
@@ -968,7 +1003,7 @@ bool Device::progress_locked(bool consumer)
         // next round (those before them went out in this round's first
         // flush); only while the engine thread yields, so that it looks
         // again within its quiet time if the consumer goes away.
-        if (consumer && qp->out_acks_only_ && qp->direct_send_.first == qp->direct_send_.count &&
+        if (consumer && qp->out_acks_only_ && !qp->direct_send_.busy() &&
             qp->output_pending() && engine_yields_.load(std::memory_order_relaxed))
             qp->acks_held_ = true;
         else
@@ -1006,7 +1041,16 @@ void Device::update_epoll(Qp& qp)
     if (qp.fd_ < 0)
         return;
     // A full ring is announced by the peer's wake-up byte, not EPOLLOUT.
-    const std::uint32_t want = qp.output_pending() && !qp.acks_held_ && !qp.shm_ ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
+    // While a striped WRITE waits for its lane part only, the frames
+    // behind it on this stream must not keep waking the engine.
+    // Likewise a striped WRITE being sent whose lane part is all that is
+    // left (the output buffer goes after it): the lane's EPOLLOUT wakes it.
+    const bool lane_only = qp.direct_.remaining > 0 && qp.direct_.remaining == qp.direct_.lane_remaining;
+    const Qp::DirectSend& d = qp.direct_send_;
+    const bool output_here = d.first < d.count || (!d.busy() && qp.out_sent_ < qp.out_.size());
+    const std::uint32_t in = lane_only ? 0u : static_cast<std::uint32_t>(EPOLLIN);
+    const std::uint32_t want =
+        output_here && !qp.acks_held_ && !qp.shm_ ? (in | static_cast<std::uint32_t>(EPOLLOUT)) : in;
     if (want == qp.epoll_mask_)
         return;
     epoll_event ev{};
@@ -1084,35 +1128,77 @@ void Device::ask_quick_acks(Qp& qp)
     setsockopt(qp.fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 }
 
+void Device::split_for_lane(Qp::DirectSend& d, std::size_t main_bytes)
+{
+    // iov[1..count) are the segments; the first main_bytes of them stay.
+    std::uint32_t i = 1;
+    std::size_t left = main_bytes;
+    while (i < d.count && left > 0 && left >= d.iov[i].iov_len)
+        left -= d.iov[i++].iov_len;
+    std::uint32_t main_end = i, n = 0;
+    if (left > 0) { // a segment split between the two
+        auto* const base = static_cast<std::uint8_t*>(d.iov[i].iov_base);
+        d.lane_iov[n++] = {base + left, d.iov[i].iov_len - left};
+        d.iov[i].iov_len = left;
+        main_end = ++i;
+    }
+    for (; i < d.count; ++i)
+        d.lane_iov[n++] = d.iov[i];
+    d.count = main_end;
+    d.lane_count = n;
+    d.lane_first = 0;
+}
+
 bool Device::flush_direct(Qp& qp, bool& moved)
 {
     Qp::DirectSend& d = qp.direct_send_;
-    while (qp.fd_ >= 0 && d.first < d.count) {
-        const ssize_t n = wire_send(qp, d.iov + d.first, d.count - d.first, true);
-        if (n > 0) {
-            moved = true;
-            ask_quick_acks(qp);
-            auto left = static_cast<std::size_t>(n);
-            while (d.first < d.count && left >= d.iov[d.first].iov_len)
-                left -= d.iov[d.first++].iov_len;
-            if (d.first < d.count) {
-                d.iov[d.first].iov_base = static_cast<std::uint8_t*>(d.iov[d.first].iov_base) + left;
-                d.iov[d.first].iov_len -= left;
+    // A striped WRITE's two parts go side by side, each as far as its
+    // socket takes it.
+    for (bool progress = true; progress && qp.fd_ >= 0 && d.busy();) {
+        progress = false;
+        for (const bool lane : {false, true}) {
+            iovec* const iov = lane ? d.lane_iov : d.iov;
+            std::uint32_t& first = lane ? d.lane_first : d.first;
+            const std::uint32_t count = lane ? d.lane_count : d.count;
+            if (first == count)
+                continue;
+            ssize_t n;
+            if (lane) {
+                msghdr msg{};
+                msg.msg_iov = iov + first;
+                msg.msg_iovlen = count - first;
+                n = ::sendmsg(qp.lane_fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+            } else {
+                n = wire_send(qp, iov + first, count - first, true);
             }
-            continue;
+            if (n > 0) {
+                moved = progress = true;
+                if (!lane)
+                    ask_quick_acks(qp);
+                auto left = static_cast<std::size_t>(n);
+                while (first < count && left >= iov[first].iov_len)
+                    left -= iov[first++].iov_len;
+                if (first < count) {
+                    iov[first].iov_base = static_cast<std::uint8_t*>(iov[first].iov_base) + left;
+                    iov[first].iov_len -= left;
+                }
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                continue;
+            if (n < 0 && errno == EINTR) {
+                progress = true;
+                continue;
+            }
+            // The consumer's memory was unmapped while it was being sent (the
+            // kernel says EFAULT), or the peer is gone: the frame is cut short.
+            const bool fault = n < 0 && errno == EFAULT;
+            if (!fault)
+                report_broken(lane ? qp.lane_fd_ : qp.fd_, qp.qpn_, lane ? "send (lane)" : "send", n < 0 ? errno : 0);
+            fail(qp, fault ? MLX5_CQE_SYNDROME_LOCAL_PROT_ERR : MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
+            moved = true;
+            return false;
         }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return true;
-        if (n < 0 && errno == EINTR)
-            continue;
-        // The consumer's memory was unmapped while it was being sent (the
-        // kernel says EFAULT), or the peer is gone: the frame is cut short.
-        const bool fault = n < 0 && errno == EFAULT;
-        if (!fault)
-            report_broken(qp.fd_, qp.qpn_, "send", n < 0 ? errno : 0);
-        fail(qp, fault ? MLX5_CQE_SYNDROME_LOCAL_PROT_ERR : MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
-        moved = true;
-        return false;
     }
     return true;
 }
@@ -1121,7 +1207,7 @@ bool Device::flush_output(Qp& qp)
 {
     bool moved = false;
     qp.acks_held_ = false;
-    if (!flush_direct(qp, moved) || qp.direct_send_.first < qp.direct_send_.count)
+    if (!flush_direct(qp, moved) || qp.direct_send_.busy())
         return moved;
     while (qp.fd_ >= 0 && qp.out_sent_ < qp.out_.size()) {
         const iovec out{qp.out_.data() + qp.out_sent_, qp.out_.size() - qp.out_sent_};
@@ -1170,7 +1256,7 @@ bool Device::send_in_place(Qp& qp)
     const std::uint16_t published = static_cast<std::uint16_t>(load_be32(&qp.dbrec_[MLX5_SND_DBR]));
     const std::uint32_t bb = qp.sq_next_;
     if (static_cast<std::uint16_t>(bb) == published || qp.send_hold_ || qp.datagram_ ||
-        qp.direct_send_.first != qp.direct_send_.count ||
+        qp.direct_send_.busy() ||
         !(qp.out_acks_only_ || qp.out_sent_ == qp.out_.size()))
         return false;
     const std::size_t ring_bytes = static_cast<std::size_t>(qp.sq_cnt_) * 64;
@@ -1352,7 +1438,7 @@ bool Device::execute_send_queue(Qp& qp)
         Large large = Large::no;
         // A direct send may start once the one before it went, carrying
         // what the output buffer holds if that is a few acknowledgements.
-        const bool direct_may_start = qp.direct_send_.first == qp.direct_send_.count &&
+        const bool direct_may_start = !qp.direct_send_.busy() &&
                                       qp.out_.size() - qp.out_sent_ <= Qp::kCarriedMax;
         // Nothing in flight: this request is sent from where its bytes are
         // from kIdleDirectMin up (a stream's later ones are gathered and
@@ -1370,7 +1456,7 @@ bool Device::execute_send_queue(Qp& qp)
                         : total >= kDirectSendMin ? Large::direct_send
                                                   : Large::no;
                 if ((large == Large::direct_send && !direct_may_start) ||
-                    (large == Large::pull && qp.direct_send_.first < qp.direct_send_.count))
+                    (large == Large::pull && qp.direct_send_.busy()))
                     break;
             }
             if (large == Large::no && idle_wire && total >= kIdleDirectMin)
@@ -1437,8 +1523,9 @@ bool Device::execute_send_queue(Qp& qp)
         if (large == Large::direct_send) { // the header now, the payload from the consumer's memory
             Qp::DirectSend& d = qp.direct_send_;
             const bool write = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
+            const bool striped = opcode == MLX5_OPCODE_RDMA_WRITE && qp.lane_fd_ >= 0 && f.length >= kStripeMin;
             const std::uint8_t flags =
-                write ? (opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0)
+                write ? (opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0) | (striped ? kStriped : 0)
                       : ((opcode == MLX5_OPCODE_SEND_IMM ? kImm : 0) | (opcode == MLX5_OPCODE_SEND_INVAL ? kInvalidate : 0) |
                          ((ctrl->fm_ce_se & MLX5_WQE_CTRL_SOLICITED) ? kSolicited : 0));
             // What the output buffer holds goes first (direct_may_start: a few bytes).
@@ -1450,6 +1537,11 @@ bool Device::execute_send_queue(Qp& qp)
             d.iov[0] = {d.prefix, carried + kHeader};
             d.count = direct_iovs;
             d.first = 0;
+            d.lane_count = d.lane_first = 0;
+            if (striped) {
+                split_for_lane(d, stripe_split(f.length));
+                striped_writes_.fetch_add(1, std::memory_order_relaxed);
+            }
             qp.inflight_.push_back(f);
             continue;
         }
@@ -1562,7 +1654,7 @@ bool Device::receive(Qp& qp)
                 const std::size_t used = parse_frames(qp, buf, got);
                 if (qp.state() != QpState::ready)
                     break; // failed: nothing is kept (fail() dropped the input)
-                if (used < got && qp.direct_.remaining == 0)
+                if (used < got) // a frame not all here, or the frames behind a striped WRITE's first part
                     qp.in_.assign(buf + used, buf + got);
                 continue;
             }
@@ -1797,10 +1889,23 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
         std::uint8_t header[kHeader];
         std::memcpy(header, in + pos, kHeader);
         const WireHeader h = decode(header);
+        const bool striped = (h.flags & kStriped) != 0;
         if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kWritePull ||
-            (h.syndrome && h.type != kNak && ((h.type != kSend && h.type != kWrite) || h.syndrome > kMaxCarriedAcks))) {
+            (h.syndrome && h.type != kNak && ((h.type != kSend && h.type != kWrite) || h.syndrome > kMaxCarriedAcks)) ||
+            (striped && (h.type != kWrite || (h.flags & kImm) || h.length < kStripeMin || qp.shm_))) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
             return pos;
+        }
+        if (striped) {
+            // Its first part follows on this stream, the rest on the lane
+            // (read once the lane is attached, if it is not yet): both go
+            // straight into the target; the frames behind it wait.
+            if (!take_carried_acks(qp, h.syndrome))
+                return pos;
+            const std::size_t here = std::min(stripe_split(h.length), size - pos - kHeader);
+            start_direct(qp, h.addr, h.rkey, h.length, in + pos + kHeader, here, true);
+            pos += kHeader + here;
+            break;
         }
         const std::size_t payload = (h.type == kReadReq) ? 0 : h.length;
         if (size - pos < kHeader + payload) {
@@ -1837,7 +1942,7 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
 }
 
 void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::uint32_t length,
-                          const std::uint8_t* arrived, std::size_t n)
+                          const std::uint8_t* arrived, std::size_t n, bool striped)
 {
     // What came with the header is placed now; the rest, but for the last
     // byte, is read straight into the target; the last byte lands last.
@@ -1845,52 +1950,90 @@ void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::u
     const bool allowed = memory_.check(rkey, addr, length, kRemoteWrite, qp.pd_, qp.qpn_, &host);
     auto* const to = reinterpret_cast<std::uint8_t*>(host);
     const bool refused = !allowed || (n && !guarded_copy(to, arrived, n)); // unmapped since registration
-    qp.direct_ = {refused ? nullptr : to + n, length - n, refused};
+    const std::size_t lane_part = striped ? length - stripe_split(length) : 0;
+    qp.direct_ = {refused ? nullptr : to + n, length - n, refused, refused ? nullptr : to + (length - lane_part),
+                  lane_part};
+    if (striped && qp.lane_fd_ < 0) // the peer's lane may still be on its way (its CM hands it over)
+        qp.lane_due_ = std::chrono::steady_clock::now() + kLaneWait;
     qp.quickack_owed_ = !qp.shm_;
+}
+
+ssize_t Device::read_part(Qp& qp, bool lane, std::uint8_t* to, std::size_t want)
+{
+    Qp::DirectWrite& d = qp.direct_;
+    if (d.refused) {
+        to = receive_buffer_.data();
+        want = std::min(want, receive_buffer_.size());
+    }
+    // The kernel reports memory unmapped since registration as EFAULT.
+    const ssize_t n = lane ? ::recv(qp.lane_fd_, to, want, 0) : wire_receive(qp, to, want, true);
+    if (n > 0)
+        return n;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    if (n < 0 && errno == EFAULT) {
+        d.refused = true; // the rest is dropped, then refused
+        return 0;
+    }
+    // The stream ended inside a message: broken.
+    report_broken(lane ? qp.lane_fd_ : qp.fd_, qp.qpn_, lane ? "receive (lane)" : "receive", n < 0 ? errno : 0);
+    fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
+    return -1;
 }
 
 Device::Take Device::receive_direct(Qp& qp)
 {
     Qp::DirectWrite& d = qp.direct_;
-    std::uint8_t last = 0;
-    const bool tail = d.remaining == 1 && !d.refused;
-    std::uint8_t* const into = d.refused ? receive_buffer_.data() : tail ? &last : d.to;
-    const std::size_t want = d.refused ? std::min(d.remaining, receive_buffer_.size()) : tail ? 1 : d.remaining - 1;
-    // The kernel reports memory unmapped since registration as EFAULT.
-    const ssize_t n = wire_receive(qp, into, want, true);
-    if (n < 0 && errno == EINTR)
-        return Take::taken;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return Take::none;
-    if (n < 0 && errno == EFAULT) {
-        d.refused = true; // the rest is dropped, then refused
-        return Take::taken;
+    bool moved = false;
+    // All but the WRITE's last byte: the main stream's part, and a striped
+    // one's lane part (which ends with that byte) once the lane is here.
+    for (const bool lane : {false, true}) {
+        const std::size_t left = lane ? d.lane_remaining : d.remaining - d.lane_remaining;
+        const bool holds_last = lane || d.lane_remaining == 0;
+        const std::size_t want = holds_last && left > 0 ? left - 1 : left;
+        if (want == 0 || (lane && qp.lane_fd_ < 0))
+            continue;
+        const bool refused = d.refused;
+        const ssize_t n = read_part(qp, lane, lane ? d.lane_to : d.to, want);
+        if (n < 0)
+            return Take::failed;
+        moved = moved || n > 0 || d.refused != refused;
+        const auto got = static_cast<std::size_t>(n);
+        d.remaining -= got;
+        if (lane) {
+            d.lane_remaining -= got;
+            if (!d.refused)
+                d.lane_to += got;
+        } else if (!d.refused) {
+            d.to += got;
+        }
     }
-    if (n <= 0) { // the stream ended inside a message: broken
-        report_broken(qp.fd_, qp.qpn_, "receive", n < 0 ? errno : 0);
-        fail(qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, true);
+    if (d.lane_remaining > 0 && qp.lane_fd_ < 0 && std::chrono::steady_clock::now() >= qp.lane_due_) {
+        // Striped, and no lane came (a peer that never opened one).
+        fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
         return Take::failed;
     }
-    if (d.refused) {
-        d.remaining -= static_cast<std::size_t>(n);
-        if (d.remaining == 0) {
-            d = {};
-            remote_access_error(qp);
-            return Take::failed;
-        }
-        return Take::taken;
-    }
-    if (!tail) {
-        d.to += n;
-        d.remaining -= static_cast<std::size_t>(n);
-        return Take::taken;
-    }
-    const Piece piece{d.to, &last, 1};
-    if (!guarded_place(&piece, 1)) {
+    if (d.remaining != 1 || (d.lane_remaining == 1 && qp.lane_fd_ < 0))
+        return moved ? Take::taken : Take::none;
+    // The last byte, after everything else has landed.
+    std::uint8_t last = 0;
+    const bool lane = d.lane_remaining == 1;
+    const bool refused = d.refused;
+    const ssize_t n = read_part(qp, lane, &last, 1);
+    if (n < 0)
+        return Take::failed;
+    if (n == 0)
+        return moved || d.refused != refused ? Take::taken : Take::none;
+    std::uint8_t* const at = lane ? d.lane_to : d.to;
+    const bool placed = !d.refused && [&] {
+        const Piece piece{at, &last, 1};
+        return guarded_place(&piece, 1);
+    }();
+    d = {};
+    if (!placed) {
         remote_access_error(qp);
         return Take::failed;
     }
-    d = {};
     queue_ack(qp);
     return Take::taken;
 }
@@ -2352,19 +2495,28 @@ void Device::fail(Qp& qp, std::uint8_t syndrome, bool requester_error)
         qp.ended_reported_ = true;
         qp.on_ended_(qp.on_ended_context_, syndrome == MLX5_CQE_SYNDROME_WR_FLUSH_ERR && !requester_error);
     }
-    if (qp.fd_ >= 0) {
-        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, qp.fd_, nullptr);
-        ::shutdown(qp.fd_, SHUT_RDWR);
-        ::close(qp.fd_);
-        qp.fd_ = -1;
-    }
+    close_wire(qp, true);
     qp.shm_.reset();
     qp.out_.clear();
     qp.out_sent_ = 0;
     qp.direct_send_.count = qp.direct_send_.first = 0;
+    qp.direct_send_.lane_count = qp.direct_send_.lane_first = 0;
     qp.in_.clear();
     qp.direct_ = {};
     flush_all(qp);
+}
+
+void Device::close_wire(Qp& qp, bool shut_down)
+{
+    for (int* fd : {&qp.fd_, &qp.lane_fd_}) {
+        if (*fd < 0)
+            continue;
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, *fd, nullptr);
+        if (shut_down)
+            ::shutdown(*fd, SHUT_RDWR);
+        ::close(*fd);
+        *fd = -1;
+    }
 }
 
 // Completes every outstanding request and receive with a flush error, in order.

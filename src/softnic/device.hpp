@@ -280,6 +280,11 @@ private:
     // On a fastdapl-shm IA the frames go through shared-memory rings; fd_
     // is then the Unix socket beside them (wake-ups and the end).
     std::unique_ptr<ShmLink> shm_;
+    // fastdapl-tcp: a second connection to the peer's queue pair (attach_lane),
+    // or -1. A large RDMA WRITE goes half over each: one TCP connection on
+    // loopback carries 5-5.6 GB/s here, two 6.6-7 (README).
+    int lane_fd_ = -1;
+    std::chrono::steady_clock::time_point lane_due_{}; // a striped WRITE came first: when the lane must be here
     std::uint32_t sq_next_ = 0; // next basic block to execute
     std::uint32_t rq_next_ = 0; // next receive WQE to consume
     // Requests sent and not completed, oldest first: a ring that doubles
@@ -349,10 +354,14 @@ private:
         std::uint8_t prefix[kCarriedMax + 24]; // carried bytes, then the frame's header
         iovec iov[kMaxSge + 1];
         std::uint32_t count = 0, first = 0; // iov[first..count) is unsent
+        // A striped WRITE's second part, for the lane.
+        iovec lane_iov[kMaxSge];
+        std::uint32_t lane_count = 0, lane_first = 0;
+        bool busy() const { return first < count || lane_first < lane_count; }
     } direct_send_;
     Bytes out_;
     std::size_t out_sent_ = 0;
-    bool output_pending() const { return direct_send_.first < direct_send_.count || out_sent_ < out_.size(); }
+    bool output_pending() const { return direct_send_.busy() || out_sent_ < out_.size(); }
     // What is unsent is acknowledgements only: a polling consumer leaves
     // them for its next post or round (one send for the ACK and the reply).
     bool out_acks_only_ = false;
@@ -369,10 +378,15 @@ private:
     // byte included, which is placed last).
     // A refused one is read and dropped, then NAKed: the requester has sent
     // it all by then, and reads the NAK rather than a reset connection.
+    // A striped one (kStriped) has its second part on the lane: `remaining`
+    // counts both parts, `lane_remaining` the lane's, whose end is the
+    // WRITE's last byte.
     struct DirectWrite {
         std::uint8_t* to = nullptr;
         std::size_t remaining = 0;
         bool refused = false;
+        std::uint8_t* lane_to = nullptr;
+        std::size_t lane_remaining = 0;
     } direct_;
     std::uint32_t epoll_mask_ = 0;
     bool waiting_for_recv_ = false; // a complete message has no receive buffer yet
@@ -429,6 +443,14 @@ public:
     // `shm`: fd is a Unix stream socket to a process on this host, and the
     // frames go through shared-memory rings set up over it (ShmLink).
     bool connect(Qp* qp, int fd, bool shm = false);
+    // Gives connected TCP queue pair `qp` its lane (a second stream to the
+    // same peer queue pair, which has one too): large RDMA WRITEs are
+    // split over both from then on, and the peer's striped ones are read
+    // from it. False when it did not take `fd` (the caller closes it): not
+    // connected over TCP, a lane already, or ended.
+    bool attach_lane(Qp* qp, int fd);
+    // RDMA WRITEs sent split over a lane (for tests and dat_info).
+    std::uint64_t striped_writes() const { return striped_writes_.load(std::memory_order_relaxed); }
     // Makes `qp` a datagram queue pair on a UDP socket bound to `local`'s
     // address (any port), ready at once; `bound` is its address. False when
     // the socket cannot be made (or `qp` is connected already).
@@ -574,7 +596,7 @@ private:
     // arrived with its header: checked, then read into its target (or
     // dropped and refused).
     void start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::uint32_t length,
-                      const std::uint8_t* arrived, std::size_t n);
+                      const std::uint8_t* arrived, std::size_t n, bool striped = false);
     // A request refused: the peer is told `told` (a NAK, sent at once), and
     // the queue pair fails with `here`.
     void refuse(Qp& qp, std::uint8_t told, std::uint8_t here);
@@ -622,10 +644,20 @@ private:
     void ask_quick_acks(Qp& qp);
     // Sends qp.direct_send_'s unsent part; false when the queue pair failed.
     bool flush_direct(Qp& qp, bool& moved);
+    // Moves what follows the first `main_bytes` bytes of d's segments to
+    // its lane part.
+    static void split_for_lane(Qp::DirectSend& d, std::size_t main_bytes);
     enum class Take { taken, none, failed };
     Take take_receive(Qp& qp, std::uint32_t& index);
     // Reads more of the WRITE start_direct began (taken: bytes moved).
     Take receive_direct(Qp& qp);
+    // Reads up to `want` bytes of that WRITE from the lane or the main
+    // stream into `to` (a scratch buffer once refused): how many, 0 for
+    // none now, -1 when the queue pair failed.
+    ssize_t read_part(Qp& qp, bool lane, std::uint8_t* to, std::size_t want);
+    // Closes the queue pair's socket and lane (`shut_down`: ends the
+    // connections too, also for copies of the descriptors a fork made).
+    void close_wire(Qp& qp, bool shut_down);
     void fail(Qp& qp, std::uint8_t syndrome, bool requester_error);
     void finish_local_error(Qp& qp);
     // NOPs and window binds at the head of the in-flight list complete
@@ -671,6 +703,7 @@ private:
     std::atomic<std::uint32_t> consumer_polls_{0}, consumer_left_{0};
     std::atomic<bool> engine_yields_{false};
     std::atomic<std::uint32_t> late_wakeups_{0};
+    std::atomic<std::uint64_t> striped_writes_{0};
     bool consumer_round_ = false; // progress_locked runs on a polling consumer's thread
     std::uint32_t consumer_looks_ = 0;
     bool socket_turn_ = false; // this consumer round asks the sockets of empty rings whether the peer is gone
