@@ -17,11 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -200,6 +205,71 @@ TEST_P(LastByteLast, WholeWriteIsVisibleOnceItsLastByteIs)
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, LastByteLast, ::testing::Values(std::size_t{4} << 20, std::size_t{1} << 20));
+
+// What each of this process's connected IPv4 TCP sockets has received so
+// far, by descriptor.
+std::map<int, std::uint64_t> tcp_bytes_received()
+{
+    std::map<int, std::uint64_t> got;
+    for (int fd = 0; fd < 4096; ++fd) {
+        int type = 0;
+        socklen_t len = sizeof type;
+        sockaddr_in peer{};
+        socklen_t peer_len = sizeof peer;
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM ||
+            getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 || peer.sin_family != AF_INET)
+            continue;
+        tcp_info info{};
+        len = sizeof info;
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0)
+            got[fd] = info.tcpi_bytes_received;
+    }
+    return got;
+}
+
+// fastdapl-tcp: a connection gets a lane once it is established, and a
+// large RDMA write goes half over each: of the four TCP sockets of the two
+// connections, two took about half of it.
+TEST(Lanes, LargeWriteIsSplitOverTheConnectionAndItsLane)
+{
+    if (std::strcmp(test_ia_name(), "fastdapl-tcp") != 0)
+        GTEST_SKIP() << "lanes are fastdapl-tcp's";
+    if (const char* v = std::getenv("FASTDAPL_TCP_LANES"); v && std::strcmp(v, "0") == 0)
+        GTEST_SKIP() << "FASTDAPL_TCP_LANES=0";
+    const auto before = tcp_bytes_received();
+    Pair pair;
+    ASSERT_TRUE(pair.ok);
+    constexpr std::size_t kBytes = 1 << 20;
+    std::vector<unsigned char> source(kBytes), target(kBytes, 0);
+    for (std::size_t i = 0; i < kBytes; ++i)
+        source[i] = static_cast<unsigned char>(i * 7 + 3);
+    const DAT_LMR_CONTEXT src_l = pair.enroll(source.data(), kBytes);
+    DAT_RMR_CONTEXT dst_r = 0;
+    pair.enroll(target.data(), kBytes, &dst_r);
+    // The lanes follow ESTABLISHED: two sockets per connection, both ends here.
+    std::map<int, std::uint64_t> sockets;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    do {
+        sockets = tcp_bytes_received();
+        for (const auto& [fd, n] : before)
+            sockets.erase(fd);
+    } while (sockets.size() < 4 && std::chrono::steady_clock::now() < deadline &&
+             (std::this_thread::sleep_for(std::chrono::milliseconds(10)), true));
+    ASSERT_EQ(sockets.size(), 4u) << "the connection's two sockets and its lane's";
+    DAT_LMR_TRIPLET from{reinterpret_cast<DAT_VADDR>(source.data()), kBytes, src_l};
+    DAT_RMR_TRIPLET to{reinterpret_cast<DAT_VADDR>(target.data()), kBytes, dst_r};
+    ASSERT_EQ(dat_ep_post_rdma_write(pair.a, 1, &from, DAT_DTO_COOKIE{}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e{};
+    ASSERT_TRUE(Pair::next(pair.dto_a, e));
+    ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::memcmp(target.data(), source.data(), kBytes), 0);
+    const auto after = tcp_bytes_received();
+    int halves = 0;
+    for (const auto& [fd, n] : sockets)
+        if (after.count(fd) && after.at(fd) - n >= kBytes / 2 - 4096 && after.at(fd) - n < kBytes)
+            ++halves;
+    EXPECT_EQ(halves, 2) << "no socket took the whole write: two took half each";
+}
 
 // Registered memory unmapped while its LMR lives: a device would have
 // pinned it; the softnic turns the access into an error completion and a

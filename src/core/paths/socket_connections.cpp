@@ -18,6 +18,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 namespace fastdapl::core {
 
@@ -81,6 +84,17 @@ void watch_link(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
+// Whether fastdapl-tcp connections open a lane (a second TCP connection
+// that large RDMA writes are split over): FASTDAPL_TCP_LANES=0 says no.
+bool lanes_wanted()
+{
+    static const bool wanted = [] {
+        const char* v = std::getenv("FASTDAPL_TCP_LANES");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return wanted;
+}
+
 class SocketConnections final : public ConnectionManager {
 public:
     SocketConnections(Ia& ia, softnic::Device& device, bool shm)
@@ -90,7 +104,11 @@ public:
                                           cm_result(&ia, id, outcome_of(o), fd, m.private_data, m.qpn,
                                                     m.datagram_port);
                                       },
-                                      {}},
+                                      shm || !lanes_wanted()
+                                          ? std::function<bool(std::uint64_t, int, bool)>{}
+                                          : [this](std::uint64_t id, int fd, bool confirm) {
+                                                return take_lane(id, fd, confirm);
+                                            }},
               shm)
     {
     }
@@ -125,18 +143,56 @@ public:
     {
         if (!shm_) // a Unix socket's peer is on this host: it ends when the process does
             watch_link(fd);
-        if (!device_.connect(qp_of(ep), fd, shm_))
+        if (!device_.connect(qp_of(ep), fd, shm_)) {
             ::close(fd);
+            return;
+        }
+        if (!shm_ && lanes_wanted()) { // its lane may follow (take_lane)
+            std::lock_guard lock(lanes_mutex_);
+            lane_wanted_[ep.cm_id] = qp_of(ep);
+        }
     }
     void failed(Ep& ep) override { device_.disconnect(qp_of(ep)); }
-    void close(Ep& ep) override { device_.disconnect(qp_of(ep)); }
-    void close_gracefully(Ep& ep) override { device_.disconnect_gracefully(qp_of(ep)); }
-    void release(Ep&) override {}
+    void close(Ep& ep) override
+    {
+        forget_lane(ep);
+        device_.disconnect(qp_of(ep));
+    }
+    void close_gracefully(Ep& ep) override
+    {
+        forget_lane(ep);
+        device_.disconnect_gracefully(qp_of(ep));
+    }
+    void release(Ep& ep) override { forget_lane(ep); }
 
 private:
+    // On the CM's thread: the lane of connection `id`, given to its queue
+    // pair if that is still connected. The passive side confirms first, so
+    // that nothing else is on the lane before its peer may use it.
+    bool take_lane(std::uint64_t id, int fd, bool confirm)
+    {
+        std::lock_guard lock(lanes_mutex_); // release() cannot free the queue pair meanwhile
+        const auto it = lane_wanted_.find(id);
+        if (it == lane_wanted_.end())
+            return false;
+        softnic::Qp* const qp = it->second;
+        lane_wanted_.erase(it);
+        if (confirm && !cm::SocketCm::confirm_lane(fd))
+            return false;
+        watch_link(fd);
+        return device_.attach_lane(qp, fd);
+    }
+    void forget_lane(Ep& ep)
+    {
+        std::lock_guard lock(lanes_mutex_);
+        lane_wanted_.erase(ep.cm_id);
+    }
+
     softnic::Device& device_;
     const bool shm_; // fastdapl-shm: Unix sockets and shared-memory rings
-    cm::SocketCm cm_;
+    std::mutex lanes_mutex_;
+    std::unordered_map<std::uint64_t, softnic::Qp*> lane_wanted_; // connection id -> its queue pair
+    cm::SocketCm cm_; // last: its thread stops before the members above go
 };
 
 } // namespace
