@@ -129,7 +129,20 @@ int connect_to_psp()
     check(fd >= 0, "socket");
     sockaddr_in to = w->address;
     to.sin_port = htons(static_cast<std::uint16_t>(w->qual));
-    check(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0, "connect to the PSP", errno);
+    // libFuzzer's timer (SIGALRM, for -timeout) may interrupt a connect
+    // that waits for the listener's backlog on a loaded machine: the
+    // connection goes on in the kernel; wait for its outcome.
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+        check(errno == EINTR, "connect to the PSP", errno);
+        pollfd p{fd, POLLOUT, 0};
+        while (::poll(&p, 1, 10000) < 0 && errno == EINTR) {
+        }
+        int err = ETIMEDOUT;
+        socklen_t len = sizeof err;
+        if (p.revents)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        check(err == 0, "connect to the PSP, interrupted", static_cast<unsigned long long>(err));
+    }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
