@@ -4,6 +4,8 @@
 # over the rounds; every case is two processes over loopback:
 #   ours:  dat_perf (-s / -h 127.0.0.1) on fastdapl-tcp, and fastdapl-shm when
 #          the dat.conf lists it, each waiting in dat_evd_wait and busy (-b);
+#          fastdapl-tcp busy also with one connection per queue pair
+#          (FASTDAPL_TCP_LANES=0: no lane for large writes);
 #   peers: ucx_perftest (ucx-utils) UCP tag matching over tcp (as it comes,
 #          and with one connection per peer: UCX_MAX_RNDV_LANES=1) and over
 #          shared memory; fi_pingpong (libfabric-bin) on the tcp provider, msg EP.
@@ -107,6 +109,7 @@ fi
 cases=()
 for ia in "${ours_ias[@]}"; do
     cases+=("ours:$ia:evd_wait" "ours:$ia:busy")
+    [ "$ia" = fastdapl-tcp ] && cases+=("ours:$ia:busy:1")
 done
 if command -v ucx_perftest >/dev/null; then
     cases+=("ucx:tcp" "ucx:tcp1" "ucx:shm")
@@ -180,10 +183,11 @@ measure() {
     esac
     case $case in
     ours:*)
-        local ia wait busy=()
-        IFS=: read -r _ ia wait <<<"$case"
+        local ia wait lanes busy=()
+        IFS=: read -r _ ia wait lanes <<<"$case"
         [ "$wait" = busy ] && busy=(-b)
         E=(DAT_OVERRIDE="$DAT_OVERRIDE")
+        [ "$lanes" = 1 ] && E+=(FASTDAPL_TCP_LANES=0)
         S=("$dat_perf" -s -P "$ia" -p "$listen_port" "${busy[@]}")
         C=("$dat_perf" -h 127.0.0.1 -P "$ia" -p "$listen_port" "${busy[@]}" -t "$test" -m "$size" -M "$size"
             -n "$iters" --format csv)
@@ -221,7 +225,11 @@ measure() {
 
 label() {
     case $1 in
-    ours:*) local ia wait; IFS=: read -r _ ia wait <<<"$1"; echo "dat_perf $ia $wait" ;;
+    ours:*)
+        local ia wait lanes
+        IFS=: read -r _ ia wait lanes <<<"$1"
+        echo "dat_perf $ia $wait${lanes:+ (1 lane)}"
+        ;;
     ucx:tcp) echo "ucx_perftest tcp (tag)" ;;
     ucx:tcp1) echo "ucx_perftest tcp (tag, 1 lane)" ;;
     ucx:shm) echo "ucx_perftest shm (tag)" ;;
