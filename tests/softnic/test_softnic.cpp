@@ -1021,6 +1021,29 @@ std::vector<std::uint8_t> frame_header(std::uint8_t type, std::uint8_t flags, st
 }
 constexpr std::uint8_t kFrameSend = 1, kFrameWrite = 2, kFlagImm = 1, kFlagStriped = 32;
 
+// A queue pair of `p`'s device with a lane, connected to sockets a test
+// writes as the peer would (`wire`, `lane`).
+struct LanedVictim {
+    explicit LanedVictim(Pair& p) : ep(p.dev, p.pd)
+    {
+        int sv[2], lv[2];
+        EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, lv), 0);
+        EXPECT_TRUE(p.dev.connect(ep.qp, sv[0]));
+        EXPECT_TRUE(p.dev.attach_lane(ep.qp, lv[0]));
+        wire = sv[1];
+        lane = lv[1];
+    }
+    ~LanedVictim()
+    {
+        close(wire);
+        if (lane >= 0)
+            close(lane);
+    }
+    Endpoint ep;
+    int wire = -1, lane = -1;
+};
+
 bool wait_for_error(softnic::Device& dev, softnic::Qp* qp)
 {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -1129,12 +1152,8 @@ TEST(SoftnicLane, StripedWriteWaitsForTheReceiversLane)
 TEST(SoftnicLane, LaneEndingInsideAPartBreaksOnlyThatConnection)
 {
     Pair p; // a healthy pair alongside
-    Endpoint victim(p.dev, p.pd);
-    int sv[2], lv[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, lv), 0);
-    ASSERT_TRUE(p.dev.connect(victim.qp, sv[0]));
-    ASSERT_TRUE(p.dev.attach_lane(victim.qp, lv[0]));
+    LanedVictim v(p);
+    Endpoint& victim = v.ep;
     constexpr std::size_t kLen = 256 * 1024;
     std::vector<char> target(kLen, 'T'), inbox(64);
     const auto kt = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
@@ -1142,19 +1161,20 @@ TEST(SoftnicLane, LaneEndingInsideAPartBreaksOnlyThatConnection)
     Sge r = sge_of(inbox, ki);
     ASSERT_TRUE(victim.rq.post(&r, 1, 1));
     const auto h = frame_header(kFrameWrite, kFlagStriped, kLen, reinterpret_cast<std::uintptr_t>(target.data()), kt);
-    ASSERT_EQ(write(sv[1], h.data(), h.size()), 24);
+    ASSERT_EQ(write(v.wire, h.data(), h.size()), 24);
     const std::vector<char> half(kLen / 2, 'x');
     std::thread writer([&] { // the main part fills the socket's buffer
-        [[maybe_unused]] ssize_t n = send(sv[1], half.data(), half.size(), MSG_NOSIGNAL); // ends when the victim does
+        [[maybe_unused]] ssize_t n = send(v.wire, half.data(), half.size(), MSG_NOSIGNAL); // ends when the victim does
     });
-    ASSERT_EQ(write(lv[1], half.data(), 1000), 1000);
-    close(lv[1]);
+    ASSERT_EQ(write(v.lane, half.data(), 1000), 1000);
+    close(v.lane);
+    v.lane = -1;
     mlx5_cqe64 c;
     ASSERT_TRUE(victim.next(victim.recv_cq, c));
     EXPECT_EQ(syndrome(c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
     EXPECT_EQ(victim.qp->state(), softnic::QpState::error);
     EXPECT_EQ(target[kLen - 1], 'T'); // the last byte never landed
-    close(sv[1]);
+    shutdown(v.wire, SHUT_RDWR);
     writer.join();
     EXPECT_EQ(p.a.qp->state(), softnic::QpState::ready);
     EXPECT_EQ(p.b.qp->state(), softnic::QpState::ready);
@@ -1173,16 +1193,9 @@ TEST(SoftnicLane, StripedFlagWhereItDoesNotBelongIsMalformed)
         frame_header(kFrameWrite, kFlagStriped, 64 * 1024, at, kt),                // too small to be striped
     };
     for (const auto& f : frames) {
-        Endpoint victim(p.dev, p.pd);
-        int sv[2], lv[2];
-        ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-        ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, lv), 0);
-        ASSERT_TRUE(p.dev.connect(victim.qp, sv[0]));
-        ASSERT_TRUE(p.dev.attach_lane(victim.qp, lv[0]));
-        ASSERT_EQ(write(sv[1], f.data(), f.size()), 24);
-        EXPECT_TRUE(wait_for_error(p.dev, victim.qp)) << int(f[0]) << " " << int(f[1]);
-        close(sv[1]);
-        close(lv[1]);
+        LanedVictim v(p);
+        ASSERT_EQ(write(v.wire, f.data(), f.size()), 24);
+        EXPECT_TRUE(wait_for_error(p.dev, v.ep.qp)) << int(f[0]) << " " << int(f[1]);
     }
     EXPECT_EQ(std::count(target.begin(), target.end(), 'T'), static_cast<std::ptrdiff_t>(target.size()));
     EXPECT_EQ(p.a.qp->state(), softnic::QpState::ready);
