@@ -1105,7 +1105,9 @@ TEST(SoftnicLane, StripedWritesSplitTheirSegmentsAnywhere)
         EXPECT_EQ(opcode(c), MLX5_CQE_RESP_SEND);
         p.b.rq.complete_oldest();
         EXPECT_EQ(std::memcmp(target.data(), expected.data(), total), 0) << total;
-        EXPECT_EQ(target[total], 0); // nothing past it
+        if (total < target.size()) { // nothing past it
+            EXPECT_EQ(target[total], 0);
+        }
         for (int i = 0; i < 2; ++i) {
             ASSERT_TRUE(p.a.next(p.a.send_cq, c));
             EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
