@@ -80,6 +80,28 @@ bool is_this_host(const sockaddr_in& a)
     return found;
 }
 
+// A non-blocking TCP connection to `to` under way: its socket, or -1 and errno.
+int start_tcp_connect(const sockaddr_in& to)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    set_nodelay(fd);
+    // The TIME_WAIT this connection leaves behind must not refuse a later
+    // listener on its port: a qualifier can map into the ephemeral range
+    // (0xaffab1e is port 43806), and Linux lets a listener bind over
+    // TIME_WAIT only when both sockets said SO_REUSEADDR.
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS) {
+        const int err = errno;
+        ::close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
 } // namespace
 
 SocketCm::SocketCm(Callbacks callbacks, bool local) : callbacks_(std::move(callbacks)), local_(local)
@@ -278,22 +300,9 @@ void SocketCm::start_connect(Conn& c)
         }
         return;
     }
-    c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    c.fd = start_tcp_connect(c.remote);
     if (c.fd < 0) {
         c.error = errno;
-        return;
-    }
-    set_nodelay(c.fd);
-    // The TIME_WAIT this connection leaves behind must not refuse a later
-    // listener on its port: a qualifier can map into the ephemeral range
-    // (0xaffab1e is port 43806), and Linux lets a listener bind over
-    // TIME_WAIT only when both sockets said SO_REUSEADDR.
-    const int one = 1;
-    setsockopt(c.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&c.remote), sizeof c.remote) != 0 && errno != EINPROGRESS) {
-        c.error = errno;
-        ::close(c.fd);
-        c.fd = -1;
         c.retry_at = std::chrono::steady_clock::now() + kRefusedRetry;
     }
 }
@@ -409,16 +418,9 @@ void SocketCm::open_lane(std::uint64_t id, const sockaddr_in& remote, std::uint6
     l.lane_token = token;
     l.lane_for = id;
     l.deadline = std::chrono::steady_clock::now() + kRequestTimeout;
-    l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    l.fd = start_tcp_connect(remote);
     if (l.fd < 0)
         return; // no lane: the connection works without one
-    set_nodelay(l.fd);
-    const int one = 1;
-    setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); // as start_connect
-    if (::connect(l.fd, reinterpret_cast<const sockaddr*>(&l.remote), sizeof l.remote) != 0 && errno != EINPROGRESS) {
-        ::close(l.fd);
-        return;
-    }
     conns_[next_id_.fetch_add(1)] = std::move(l);
 }
 

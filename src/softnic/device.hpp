@@ -449,7 +449,7 @@ public:
     // from it. False when it did not take `fd` (the caller closes it): not
     // connected over TCP, a lane already, or ended.
     bool attach_lane(Qp* qp, int fd);
-    // RDMA WRITEs sent split over a lane (for tests and dat_info).
+    // RDMA WRITEs sent split over a lane (for tests).
     std::uint64_t striped_writes() const { return striped_writes_.load(std::memory_order_relaxed); }
     // Makes `qp` a datagram queue pair on a UDP socket bound to `local`'s
     // address (any port), ready at once; `bound` is its address. False when
