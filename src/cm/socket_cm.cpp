@@ -39,9 +39,6 @@ constexpr std::chrono::milliseconds kRequestTimeout{5000};
 // NON_PEER_REJECTED.
 constexpr std::chrono::milliseconds kRefusedGrace{3000};
 constexpr std::chrono::milliseconds kRefusedRetry{10};
-// How long a lane offered in a reply may take to come (the peer opens it
-// as soon as it has the reply).
-constexpr std::chrono::seconds kLaneOfferLife{60};
 
 // Nobody took the connection: refused, or reset by a listener closing as
 // it arrived.
@@ -338,8 +335,7 @@ bool SocketCm::accept(std::uint64_t request_id, std::uint32_t qpn, std::vector<s
     if (lane_port && getrandom(&token, sizeof token, 0) == sizeof token && token != 0) {
         rep.lane_token = token;
         rep.lane_port = lane_port;
-        lane_offers_[token] = {request_id, it->second.remote.sin_addr.s_addr,
-                               std::chrono::steady_clock::now() + kLaneOfferLife};
+        lane_offers_[token] = {request_id, it->second.remote.sin_addr.s_addr};
     }
     if (!send_message(it->second.fd, rep)) {
         // The peer is gone: the outcome is a failure, reported by the thread.
@@ -382,6 +378,8 @@ void SocketCm::finish(std::uint64_t id, Conn& c, Outcome o, const Message& m, Pe
     c.fd = -1;
     out.results.emplace_back(id, o, fd, m);
     done.push_back(id);
+    if (!hand_over) // passive: a connection that failed takes no lane
+        std::erase_if(lane_offers_, [&](const auto& o) { return o.second.id == id; });
     if (c.lane_fd >= 0) { // passive: a lane that came before the peer's ready goes after the result
         if (hand_over)
             out.lanes.emplace_back(id, c.lane_fd, true);
@@ -422,6 +420,25 @@ void SocketCm::open_lane(std::uint64_t id, const sockaddr_in& remote, std::uint6
     if (l.fd < 0)
         return; // no lane: the connection works without one
     conns_[next_id_.fetch_add(1)] = std::move(l);
+}
+
+void SocketCm::want_lane(std::uint64_t id)
+{
+    std::lock_guard lock(mutex_);
+    const auto later = lanes_later_.find(id);
+    if (later == lanes_later_.end())
+        return;
+    const LaneLater lane = later->second;
+    lanes_later_.erase(later);
+    open_lane(id, lane.at, lane.token);
+    wake(); // the CM's thread watches the new connection from its next round
+}
+
+void SocketCm::drop_lane(std::uint64_t id)
+{
+    std::lock_guard lock(mutex_);
+    lanes_later_.erase(id);
+    std::erase_if(lane_offers_, [&](const auto& o) { return o.second.id == id; });
 }
 
 void SocketCm::lane_arrived(Conn& lane, std::uint64_t token, Pending& out)
@@ -559,10 +576,10 @@ void SocketCm::handle_readable(std::uint64_t id, Conn& c, Pending& out, std::vec
             }
             const sockaddr_in remote = c.remote;
             finish(id, c, Outcome::established, m, out, done, true);
-            if (lanes() && m.lane_token != 0) {
+            if (lanes() && m.lane_token != 0) { // opened when a large write wants it (want_lane)
                 sockaddr_in lane_at = remote;
                 lane_at.sin_port = htons(m.lane_port);
-                open_lane(id, lane_at, m.lane_token);
+                lanes_later_[id] = {lane_at, m.lane_token};
             }
         } else if (m.type == MessageType::reject) {
             const bool consumer = m.reason == static_cast<std::uint32_t>(RejectReason::consumer);
@@ -732,7 +749,6 @@ void SocketCm::run()
             }
             for (std::uint64_t id : done)
                 conns_.erase(id);
-            std::erase_if(lane_offers_, [&](const auto& o) { return now >= o.second.deadline; });
         }
         for (const Request& r : out.requests)
             if (callbacks_.on_request)

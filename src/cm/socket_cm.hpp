@@ -58,6 +58,14 @@ public:
         // else. Returns whether it took the socket (false: the CM closes it).
         std::function<bool(std::uint64_t id, int fd, bool confirm)> on_lane;
     };
+    // Lanes are opened on demand: the active side of established connection
+    // `id` opens the lane its peer offered (once; nothing happens for a
+    // passive side, an unknown id or a connection offered none). Any
+    // thread; it does not wait for the connection.
+    void want_lane(std::uint64_t id);
+    // Connection `id` is over: the lane offered for it, or offered to it,
+    // can no longer be opened.
+    void drop_lane(std::uint64_t id);
     // The passive side's lane_ok: the peer may use the lane from then on.
     static bool confirm_lane(int fd);
 
@@ -124,7 +132,10 @@ private:
     struct LaneOffer { // passive: a lane may still come for connection `id` from `from`
         std::uint64_t id = 0;
         in_addr_t from = 0;
-        std::chrono::steady_clock::time_point deadline;
+    };
+    struct LaneLater { // active: the lane the peer offered, opened when wanted
+        sockaddr_in at{};
+        std::uint64_t token = 0;
     };
     // A new connection attempt for `c` (c.fd, or -1 and c.error).
     void start_connect(Conn& c);
@@ -149,7 +160,7 @@ private:
     // address `fd` was reached at, and kept: a consumer frees its service
     // point as soon as it has its connection); 0 if it cannot be opened.
     std::uint16_t lane_listener(int fd);
-    // Active: opens a lane for the connection `id` just established.
+    // Active: opens the lane offered for established connection `id` (want_lane).
     void open_lane(std::uint64_t id, const sockaddr_in& remote, std::uint64_t token);
     // Passive: a lane connection named `token`.
     void lane_arrived(Conn& lane, std::uint64_t token, Pending& out);
@@ -168,7 +179,8 @@ private:
     std::map<std::uint64_t, Listener> listeners_;
     std::map<std::uint16_t, Port> ports_;
     std::map<std::uint64_t, Conn> conns_;
-    std::map<std::uint64_t, LaneOffer> lane_offers_; // by token
+    std::map<std::uint64_t, LaneOffer> lane_offers_; // by token, until the connection is dropped (drop_lane)
+    std::map<std::uint64_t, LaneLater> lanes_later_;  // by connection id, until wanted or dropped
     std::uint16_t lane_port_ = 0;                    // the lane listener's, in ports_
     std::atomic<std::uint64_t> next_id_{1};
     int wake_fd_ = -1;

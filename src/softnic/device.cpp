@@ -50,6 +50,8 @@ enum FrameType : std::uint8_t {
                      // source segments (encode_pull_segments): the target
                      // checks the key, copies from them with process_vm_readv,
                      // then ACKs (or NAKs)
+    kLaneWanted = 10, // fastdapl-tcp: the sender would stripe its large WRITEs
+                      // over a lane it has not got; no payload
 };
 // kStriped (fastdapl-tcp with a lane, a kWrite without kImm of kStripeMin
 // and up): the first stripe_split(length) bytes of the payload follow the
@@ -601,6 +603,38 @@ bool Device::attach_lane(Qp* qp, int fd)
     const std::uint64_t one = 1; // a striped WRITE may be waiting for it
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
     return true;
+}
+
+void Device::set_lane_request(void (*request)(void*, std::uint64_t), void* context)
+{
+    std::lock_guard lock(mutex_);
+    lane_request_ = request;
+    lane_request_context_ = context;
+}
+
+void Device::want_lanes(Qp* qp, std::uint64_t key)
+{
+    std::lock_guard lock(mutex_);
+    if (qp->shm_ || qp->datagram_ || key == 0)
+        return;
+    qp->lane_key_ = key;
+    if (qp->lane_peer_asked_) // the peer's kLaneWanted came before this call
+        ask_for_lane(*qp, false);
+}
+
+void Device::ask_for_lane(Qp& qp, bool tell_peer)
+{
+    if (qp.lane_key_ == 0) { // not (yet) told this queue pair may take one
+        qp.lane_peer_asked_ |= !tell_peer;
+        return;
+    }
+    if (qp.lane_asked_ || qp.lane_fd_ >= 0)
+        return;
+    qp.lane_asked_ = true;
+    if (tell_peer)
+        send_frame(qp, kLaneWanted, 0, 0, 0, 0, 0, nullptr, 0);
+    if (lane_request_)
+        lane_request_(lane_request_context_, qp.lane_key_);
 }
 
 bool Device::open_datagrams(Qp* qp, const sockaddr_in& local, sockaddr_in& bound)
@@ -1541,6 +1575,8 @@ bool Device::execute_send_queue(Qp& qp)
             if (striped) {
                 split_for_lane(d, stripe_split(f.length));
                 striped_writes_.fetch_add(1, std::memory_order_relaxed);
+            } else if (opcode == MLX5_OPCODE_RDMA_WRITE && f.length >= kStripeMin && !qp.lane_asked_) {
+                ask_for_lane(qp, true); // this one goes whole; later ones are striped once the lane is here
             }
             qp.inflight_.push_back(f);
             continue;
@@ -1890,7 +1926,7 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
         std::memcpy(header, in + pos, kHeader);
         const WireHeader h = decode(header);
         const bool striped = (h.flags & kStriped) != 0;
-        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kWritePull ||
+        if (h.version != kWireVersion || h.length > kMaxMessageSize || h.type < kSend || h.type > kLaneWanted ||
             (h.syndrome && h.type != kNak && ((h.type != kSend && h.type != kWrite) || h.syndrome > kMaxCarriedAcks)) ||
             (striped && (h.type != kWrite || (h.flags & kImm) || h.length < kStripeMin || qp.shm_))) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true); // malformed: drop the connection, nothing else
@@ -2257,6 +2293,13 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
     }
     case kAck:
         return acknowledge(qp);
+    case kLaneWanted: // only where a lane can be: a connected TCP queue pair
+        if (qp.shm_ || qp.datagram_ || payload_len != 0) {
+            fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
+            return false;
+        }
+        ask_for_lane(qp, false);
+        return true;
     case kReadResp: {
         if (qp.inflight_.empty()) {
             fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);

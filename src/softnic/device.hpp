@@ -285,6 +285,13 @@ private:
     // loopback carries 5-5.6 GB/s here, two 6.6-7 (README).
     int lane_fd_ = -1;
     std::chrono::steady_clock::time_point lane_due_{}; // a striped WRITE came first: when the lane must be here
+    // Lanes are opened when first wanted (Device::want_lanes): the name the
+    // device's lane request gives this queue pair's connection (0: it takes
+    // no lane), whether it was requested, and whether the peer asked for
+    // one before lane_key_ was known.
+    std::uint64_t lane_key_ = 0;
+    bool lane_asked_ = false;
+    bool lane_peer_asked_ = false;
     std::uint32_t sq_next_ = 0; // next basic block to execute
     std::uint32_t rq_next_ = 0; // next receive WQE to consume
     // Requests sent and not completed, oldest first: a ring that doubles
@@ -449,6 +456,17 @@ public:
     // from it. False when it did not take `fd` (the caller closes it): not
     // connected over TCP, a lane already, or ended.
     bool attach_lane(Qp* qp, int fd);
+    // Lanes on demand: connected TCP queue pair `qp` may take a lane, under
+    // `key` (not 0). The first large RDMA WRITE it sends without one asks
+    // for it: `request(context, key)` runs on this side (under the device's
+    // lock: it must only hand the request on), and the peer is told
+    // (kLaneWanted), whose device does the same for its own queue pair, so
+    // that the side that can open the lane (the connection's active side)
+    // opens it whichever side wants it. Once per queue pair.
+    // Takes the device's lock: after it returns, the old request is not
+    // running and will not run.
+    void set_lane_request(void (*request)(void* context, std::uint64_t key), void* context);
+    void want_lanes(Qp* qp, std::uint64_t key);
     // RDMA WRITEs sent split over a lane (for tests).
     std::uint64_t striped_writes() const { return striped_writes_.load(std::memory_order_relaxed); }
     // Makes `qp` a datagram queue pair on a UDP socket bound to `local`'s
@@ -704,6 +722,11 @@ private:
     std::atomic<bool> engine_yields_{false};
     std::atomic<std::uint32_t> late_wakeups_{0};
     std::atomic<std::uint64_t> striped_writes_{0};
+    void (*lane_request_)(void*, std::uint64_t) = nullptr;
+    void* lane_request_context_ = nullptr;
+    // A lane for `qp`, once (Qp::lane_key_); `tell_peer`: this side wants
+    // it, and says so with kLaneWanted.
+    void ask_for_lane(Qp& qp, bool tell_peer);
     bool consumer_round_ = false; // progress_locked runs on a polling consumer's thread
     std::uint32_t consumer_looks_ = 0;
     bool socket_turn_ = false; // this consumer round asks the sockets of empty rings whether the peer is gone

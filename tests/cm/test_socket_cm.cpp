@@ -448,13 +448,23 @@ std::pair<int, int> establish(Harness& active, Harness& passive, std::uint64_t& 
 
 } // namespace
 
-TEST(SocketCm, LanesFollowAnEstablishedConnectionOnBothSides)
+TEST(SocketCm, LaneOpensWhenTheActiveSideWantsItOnBothSides)
 {
     Harness active(Lanes::take), passive(Lanes::take);
     std::uint64_t attempt = 0, request = 0;
     const auto [a, p] = establish(active, passive, attempt, request);
     ASSERT_GE(a, 0);
     ASSERT_GE(p, 0);
+    // Offered, not opened until wanted: the passive side cannot open it,
+    // ids that are not the active side's established connection do nothing.
+    EXPECT_FALSE(active.pop(active.lanes, 200ms));
+    EXPECT_FALSE(passive.pop(passive.lanes, 10ms));
+    passive.cm.want_lane(request);
+    active.cm.want_lane(attempt + 1000);
+    EXPECT_FALSE(active.pop(active.lanes, 200ms));
+    EXPECT_FALSE(passive.pop(passive.lanes, 10ms));
+    active.cm.want_lane(attempt);
+    active.cm.want_lane(attempt); // once
     auto passive_lane = passive.pop(passive.lanes);
     auto active_lane = active.pop(active.lanes);
     ASSERT_TRUE(passive_lane);
@@ -479,6 +489,35 @@ TEST(SocketCm, LanesFollowAnEstablishedConnectionOnBothSides)
     EXPECT_FALSE(passive.pop(passive.lanes, 10ms));
 }
 
+TEST(SocketCm, NoLaneForAConnectionDropped)
+{
+    Harness active(Lanes::take), passive(Lanes::take);
+    std::uint64_t attempt = 0, request = 0;
+    {
+        // Dropped on the active side: the offer it had is forgotten.
+        const auto [a, p] = establish(active, passive, attempt, request);
+        ASSERT_GE(a, 0);
+        active.cm.drop_lane(attempt);
+        active.cm.want_lane(attempt);
+        EXPECT_FALSE(active.pop(active.lanes, 300ms));
+        EXPECT_FALSE(passive.pop(passive.lanes, 10ms));
+    }
+    {
+        // Dropped on the passive side: the lane the active side then opens
+        // names a token no longer offered, and is closed.
+        const auto [a, p] = establish(active, passive, attempt, request);
+        ASSERT_GE(a, 0);
+        passive.cm.drop_lane(request);
+        active.cm.want_lane(attempt);
+        EXPECT_FALSE(active.pop(active.lanes, 300ms));
+        EXPECT_FALSE(passive.pop(passive.lanes, 10ms));
+        // The connection stands.
+        ASSERT_EQ(::write(a, "main", 4), 4);
+        char buf[4];
+        ASSERT_EQ(::read(p, buf, 4), 4);
+    }
+}
+
 TEST(SocketCm, NoLaneUnlessBothSidesTakeLanes)
 {
     {
@@ -486,6 +525,7 @@ TEST(SocketCm, NoLaneUnlessBothSidesTakeLanes)
         std::uint64_t attempt = 0, request = 0;
         const auto [a, p] = establish(active, passive, attempt, request);
         ASSERT_GE(a, 0);
+        active.cm.want_lane(attempt);
         EXPECT_FALSE(active.pop(active.lanes, 300ms));
     }
     {
@@ -493,6 +533,7 @@ TEST(SocketCm, NoLaneUnlessBothSidesTakeLanes)
         std::uint64_t attempt = 0, request = 0;
         const auto [a, p] = establish(active, passive, attempt, request);
         ASSERT_GE(p, 0);
+        active.cm.want_lane(attempt);
         EXPECT_FALSE(passive.pop(passive.lanes, 300ms));
     }
     {
@@ -502,6 +543,7 @@ TEST(SocketCm, NoLaneUnlessBothSidesTakeLanes)
         std::uint64_t attempt = 0, request = 0;
         const auto [a, p] = establish(active, passive, attempt, request);
         ASSERT_GE(a, 0);
+        active.cm.want_lane(attempt);
         EXPECT_FALSE(active.pop(active.lanes, 300ms));
         ASSERT_EQ(::write(a, "main", 4), 4);
         char buf[4];
@@ -515,6 +557,7 @@ TEST(SocketCm, LaneWithAnUnknownTokenIsClosed)
     std::uint64_t attempt = 0, request = 0;
     const auto [a, p] = establish(active, passive, attempt, request);
     ASSERT_GE(a, 0);
+    active.cm.want_lane(attempt);
     ASSERT_TRUE(passive.pop(passive.lanes));
     ASSERT_TRUE(active.pop(active.lanes));
     // Another client names tokens it guessed, on any port of the CM: each

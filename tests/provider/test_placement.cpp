@@ -227,10 +227,29 @@ std::map<int, std::uint64_t> tcp_bytes_received()
     return got;
 }
 
-// fastdapl-tcp: a connection gets a lane once it is established, and a
-// large RDMA write goes half over each: of the four TCP sockets of the two
-// connections, two took about half of it.
-TEST(Lanes, LargeWriteIsSplitOverTheConnectionAndItsLane)
+// The sockets this process has connected since `before` (tcp_bytes_received),
+// once there are `count` of them or 5 s have gone.
+std::map<int, std::uint64_t> new_sockets(const std::map<int, std::uint64_t>& before, std::size_t count)
+{
+    std::map<int, std::uint64_t> sockets;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    do {
+        sockets = tcp_bytes_received();
+        for (const auto& [fd, n] : before)
+            sockets.erase(fd);
+    } while (sockets.size() < count && std::chrono::steady_clock::now() < deadline &&
+             (std::this_thread::sleep_for(std::chrono::milliseconds(10)), true));
+    return sockets;
+}
+
+// fastdapl-tcp: a connection gets its lane when either side first sends a
+// large RDMA write (the active side opens it; the passive side asks it
+// to), and from then on a large RDMA write goes half over each: of the
+// four TCP sockets of the two connections, two took about half of it.
+// Parameter: the passive side writes (else the active side).
+class Lanes : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Lanes, OpenAtTheFirstLargeWriteThenSplitIt)
 {
     if (std::strcmp(test_ia_name(), "fastdapl-tcp") != 0)
         GTEST_SKIP() << "lanes are fastdapl-tcp's";
@@ -239,6 +258,8 @@ TEST(Lanes, LargeWriteIsSplitOverTheConnectionAndItsLane)
     const auto before = tcp_bytes_received();
     Pair pair;
     ASSERT_TRUE(pair.ok);
+    const DAT_EP_HANDLE writer = GetParam() ? pair.b : pair.a;
+    const DAT_EVD_HANDLE writer_dto = GetParam() ? pair.dto_b : pair.dto_a;
     constexpr std::size_t kBytes = 1 << 20;
     std::vector<unsigned char> source(kBytes), target(kBytes, 0);
     for (std::size_t i = 0; i < kBytes; ++i)
@@ -246,30 +267,52 @@ TEST(Lanes, LargeWriteIsSplitOverTheConnectionAndItsLane)
     const DAT_LMR_CONTEXT src_l = pair.enroll(source.data(), kBytes);
     DAT_RMR_CONTEXT dst_r = 0;
     pair.enroll(target.data(), kBytes, &dst_r);
-    // The lanes follow ESTABLISHED: two sockets per connection, both ends here.
-    std::map<int, std::uint64_t> sockets;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    do {
-        sockets = tcp_bytes_received();
-        for (const auto& [fd, n] : before)
-            sockets.erase(fd);
-    } while (sockets.size() < 4 && std::chrono::steady_clock::now() < deadline &&
-             (std::this_thread::sleep_for(std::chrono::milliseconds(10)), true));
-    ASSERT_EQ(sockets.size(), 4u) << "the connection's two sockets and its lane's";
     DAT_LMR_TRIPLET from{reinterpret_cast<DAT_VADDR>(source.data()), kBytes, src_l};
     DAT_RMR_TRIPLET to{reinterpret_cast<DAT_VADDR>(target.data()), kBytes, dst_r};
-    ASSERT_EQ(dat_ep_post_rdma_write(pair.a, 1, &from, DAT_DTO_COOKIE{}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    const auto write = [&] {
+        std::memset(target.data(), 0, kBytes);
+        ASSERT_EQ(dat_ep_post_rdma_write(writer, 1, &from, DAT_DTO_COOKIE{}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+        DAT_EVENT e{};
+        ASSERT_TRUE(Pair::next(writer_dto, e));
+        ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+        EXPECT_EQ(std::memcmp(target.data(), source.data(), kBytes), 0);
+    };
+    // Small writes open no lane: the connection's two sockets, both ends here.
+    DAT_LMR_TRIPLET small = from;
+    small.segment_length = 64 * 1024;
+    ASSERT_EQ(dat_ep_post_rdma_write(writer, 1, &small, DAT_DTO_COOKIE{}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
     DAT_EVENT e{};
-    ASSERT_TRUE(Pair::next(pair.dto_a, e));
-    ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
-    EXPECT_EQ(std::memcmp(target.data(), source.data(), kBytes), 0);
-    const auto after = tcp_bytes_received();
+    ASSERT_TRUE(Pair::next(writer_dto, e));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_EQ(new_sockets(before, 2).size(), 2u) << "a lane was opened before a large write wanted it";
+    // The first large write goes whole and asks for the lane.
+    write();
+    if (HasFatalFailure())
+        return;
+    const auto sockets = new_sockets(before, 4);
+    ASSERT_EQ(sockets.size(), 4u) << "the connection's two sockets and its lane's";
+    // Wait until the writer's queue pair has the lane (each end takes it on
+    // the CM's thread): then a large write is split.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     int halves = 0;
-    for (const auto& [fd, n] : sockets)
-        if (after.count(fd) && after.at(fd) - n >= kBytes / 2 - 4096 && after.at(fd) - n < kBytes)
-            ++halves;
+    while (halves != 2 && std::chrono::steady_clock::now() < deadline) {
+        const auto was = tcp_bytes_received();
+        write();
+        if (HasFatalFailure())
+            return;
+        const auto after = tcp_bytes_received();
+        halves = 0;
+        for (const auto& [fd, n] : sockets)
+            if (after.count(fd) && was.count(fd) && after.at(fd) - was.at(fd) >= kBytes / 2 - 4096 &&
+                after.at(fd) - was.at(fd) < kBytes)
+                ++halves;
+    }
     EXPECT_EQ(halves, 2) << "no socket took the whole write: two took half each";
 }
+
+INSTANTIATE_TEST_SUITE_P(Writer, Lanes, ::testing::Bool(), [](const auto& info) {
+    return info.param ? "passive" : "active";
+});
 
 // Registered memory unmapped while its LMR lives: a device would have
 // pinned it; the softnic turns the access into an error completion and a

@@ -1203,6 +1203,148 @@ TEST(SoftnicLane, StripedFlagWhereItDoesNotBelongIsMalformed)
     EXPECT_EQ(p.a.qp->state(), softnic::QpState::ready);
 }
 
+namespace {
+
+// What a device's lane request was called with (Device::set_lane_request).
+struct LaneRequests {
+    static void record(void* self, std::uint64_t key)
+    {
+        auto* r = static_cast<LaneRequests*>(self);
+        std::lock_guard lock(r->mutex);
+        r->keys.push_back(key);
+    }
+    // The keys asked for, once `count` are or 300 ms have gone by.
+    std::vector<std::uint64_t> after(softnic::Device& dev, std::size_t count)
+    {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        for (;;) {
+            dev.progress();
+            {
+                std::lock_guard lock(mutex);
+                if (keys.size() >= count && count > 0)
+                    return keys;
+                if (std::chrono::steady_clock::now() > deadline)
+                    return keys;
+            }
+            std::this_thread::yield();
+        }
+    }
+    std::mutex mutex;
+    std::vector<std::uint64_t> keys;
+};
+
+// Posts an RDMA WRITE of `len` bytes of `src` from `from` and waits for its completion.
+void write_and_reap(Endpoint& from, std::vector<char>& src, std::uint32_t ks, std::vector<char>& target,
+                    std::uint32_t kt, std::size_t len, std::uint8_t op = MLX5_OPCODE_RDMA_WRITE)
+{
+    Sge s = sge_of(src, ks, 0, len);
+    fastpath::RemoteAddress ra{reinterpret_cast<std::uintptr_t>(target.data()), kt};
+    ASSERT_TRUE(from.sq.post(op, &s, 1, static_cast<std::uint32_t>(len), &ra, 0, MLX5_WQE_CTRL_CQ_UPDATE, 1));
+    from.sq.ring();
+    mlx5_cqe64 c;
+    ASSERT_TRUE(from.next(from.send_cq, c));
+    EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+    from.sq.retire_through(be16toh(c.wqe_counter));
+}
+
+} // namespace
+
+// Lanes on demand: the first plain RDMA WRITE large enough to be striped,
+// sent without a lane, asks for one for its own queue pair and tells the
+// peer, whose queue pair asks too; once. Smaller writes and writes with
+// immediate data ask nothing.
+TEST(SoftnicLane, FirstLargeWriteAsksForALaneOnBothSides)
+{
+    Pair p;
+    LaneRequests requests;
+    p.dev.set_lane_request(&LaneRequests::record, &requests);
+    p.dev.want_lanes(p.a.qp, 11);
+    p.dev.want_lanes(p.b.qp, 22);
+    constexpr std::size_t kLen = 256 * 1024;
+    std::vector<char> src(kLen, 's'), target(kLen, 0);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kt = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
+    write_and_reap(p.a, src, ks, target, kt, 64 * 1024);
+    std::vector<char> inbox(64);
+    const auto ki = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(inbox.data()), inbox.size(), kAll, p.pd);
+    Sge r = sge_of(inbox, ki);
+    ASSERT_TRUE(p.b.rq.post(&r, 1, 1));
+    write_and_reap(p.a, src, ks, target, kt, kLen, MLX5_OPCODE_RDMA_WRITE_IMM);
+    EXPECT_TRUE(requests.after(p.dev, 0).empty());
+    write_and_reap(p.a, src, ks, target, kt, kLen);
+    auto keys = requests.after(p.dev, 2);
+    std::sort(keys.begin(), keys.end());
+    EXPECT_EQ(keys, (std::vector<std::uint64_t>{11, 22}));
+    write_and_reap(p.a, src, ks, target, kt, kLen); // asked already
+    write_and_reap(p.b, src, ks, target, kt, kLen); // the peer too
+    EXPECT_EQ(requests.after(p.dev, 3).size(), 2u);
+    EXPECT_EQ(std::count(target.begin(), target.end(), 's'), static_cast<std::ptrdiff_t>(kLen));
+    EXPECT_EQ(p.dev.striped_writes(), 0u); // no lane came
+    p.dev.set_lane_request(nullptr, nullptr);
+}
+
+// The peer may ask before this side's queue pair knows its key: the
+// request then comes with the key. A queue pair never given one asks
+// nothing, and one whose lane is attached neither.
+TEST(SoftnicLane, PeersAskForALaneWaitsForTheKey)
+{
+    Pair p;
+    LaneRequests requests;
+    p.dev.set_lane_request(&LaneRequests::record, &requests);
+    p.dev.want_lanes(p.a.qp, 11);
+    constexpr std::size_t kLen = 256 * 1024;
+    std::vector<char> src(kLen, 's'), target(kLen, 0);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kt = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
+    write_and_reap(p.a, src, ks, target, kt, kLen);
+    EXPECT_EQ(requests.after(p.dev, 2), (std::vector<std::uint64_t>{11}));
+    p.dev.want_lanes(p.b.qp, 22);
+    EXPECT_EQ(requests.after(p.dev, 2), (std::vector<std::uint64_t>{11, 22}));
+
+    Pair laned(0, false, true);
+    laned.dev.set_lane_request(&LaneRequests::record, &requests);
+    laned.dev.want_lanes(laned.a.qp, 33);
+    const auto ls = laned.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, laned.pd);
+    const auto lt =
+        laned.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, laned.pd);
+    write_and_reap(laned.a, src, ls, target, lt, kLen);
+    EXPECT_EQ(laned.dev.striped_writes(), 1u);
+    EXPECT_EQ(requests.after(laned.dev, 3).size(), 2u);
+    p.dev.set_lane_request(nullptr, nullptr);
+    laned.dev.set_lane_request(nullptr, nullptr);
+}
+
+// kLaneWanted (type 10) from a hostile peer: with a payload it is
+// malformed (the connection breaks, nothing else); repeated, it asks once.
+TEST(SoftnicLane, LaneWantedFromThePeer)
+{
+    constexpr std::uint8_t kFrameLaneWanted = 10;
+    Pair p;
+    LaneRequests requests;
+    p.dev.set_lane_request(&LaneRequests::record, &requests);
+    {
+        Endpoint victim(p.dev, p.pd);
+        int sv[2];
+        ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        ASSERT_TRUE(p.dev.connect(victim.qp, sv[0]));
+        p.dev.want_lanes(victim.qp, 44);
+        for (int i = 0; i < 3; ++i) {
+            const auto h = frame_header(kFrameLaneWanted, 0, 0, 0, 0);
+            ASSERT_EQ(write(sv[1], h.data(), h.size()), 24);
+        }
+        EXPECT_EQ(requests.after(p.dev, 2), (std::vector<std::uint64_t>{44}));
+        EXPECT_EQ(victim.qp->state(), softnic::QpState::ready);
+        auto h = frame_header(kFrameLaneWanted, 0, 8, 0, 0);
+        h.resize(32, 'p');
+        ASSERT_EQ(write(sv[1], h.data(), h.size()), 32);
+        EXPECT_TRUE(wait_for_error(p.dev, victim.qp));
+        close(sv[1]);
+    }
+    EXPECT_EQ(p.a.qp->state(), softnic::QpState::ready);
+    EXPECT_EQ(p.b.qp->state(), softnic::QpState::ready);
+    p.dev.set_lane_request(nullptr, nullptr);
+}
+
 // A lane goes only to a connected TCP queue pair (not shared memory, not a
 // second one).
 TEST(SoftnicLane, AttachLaneRefusesWhatCannotTakeOne)

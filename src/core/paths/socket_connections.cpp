@@ -111,6 +111,13 @@ public:
                                             }},
               shm)
     {
+        if (!shm && lanes_wanted())
+            device_.set_lane_request(&SocketConnections::lane_requested, this);
+    }
+    ~SocketConnections() override
+    {
+        if (!shm_ && lanes_wanted())
+            device_.set_lane_request(nullptr, nullptr); // no request reaches cm_ once it goes
     }
 
     DAT_COUNT max_private_data() const override { return static_cast<DAT_COUNT>(cm::kMaxPrivateData); }
@@ -147,9 +154,12 @@ public:
             ::close(fd);
             return;
         }
-        if (!shm_ && lanes_wanted()) { // its lane may follow (take_lane)
-            std::lock_guard lock(lanes_mutex_);
-            lane_wanted_[ep.cm_id] = qp_of(ep);
+        if (!shm_ && lanes_wanted()) { // its lane follows its first large write, either side's (take_lane)
+            {
+                std::lock_guard lock(lanes_mutex_);
+                lane_wanted_[ep.cm_id] = qp_of(ep);
+            }
+            device_.want_lanes(qp_of(ep), ep.cm_id);
         }
     }
     void failed(Ep& ep) override { device_.disconnect(qp_of(ep)); }
@@ -184,8 +194,17 @@ private:
     }
     void forget_lane(Ep& ep)
     {
-        std::lock_guard lock(lanes_mutex_);
-        lane_wanted_.erase(ep.cm_id);
+        {
+            std::lock_guard lock(lanes_mutex_);
+            lane_wanted_.erase(ep.cm_id);
+        }
+        if (!shm_ && lanes_wanted())
+            cm_.drop_lane(ep.cm_id);
+    }
+    // Under the device's lock (Device::set_lane_request): only hands on.
+    static void lane_requested(void* self, std::uint64_t id)
+    {
+        static_cast<SocketConnections*>(self)->cm_.want_lane(id);
     }
 
     softnic::Device& device_;
