@@ -834,7 +834,9 @@ bool Device::progress_as_consumer()
         break;
     }
     consumer_round_ = true;
+    consumer_in_round_.store(true, std::memory_order_relaxed);
     progress_locked(true);
+    consumer_in_round_.store(false, std::memory_order_relaxed);
     consumer_round_ = false;
     socket_turn_ = false;
     return true;
@@ -937,7 +939,9 @@ void Device::run()
         // they move the sockets themselves.
         const std::uint32_t polls = consumer_polls_.load(std::memory_order_relaxed);
         const std::uint32_t left = consumer_left_.load(std::memory_order_seq_cst);
-        const bool yield = polls != polls_seen && left == left_seen;
+        // A consumer in a round (which can read megabytes) is polling too.
+        const bool yield = (polls != polls_seen || consumer_in_round_.load(std::memory_order_relaxed)) &&
+                           left == left_seen;
         polls_seen = polls;
         left_seen = left;
         if (yield) {

@@ -728,6 +728,10 @@ private:
     // it, and says so with kLaneWanted.
     void ask_for_lane(Qp& qp, bool tell_peer);
     bool consumer_round_ = false; // progress_locked runs on a polling consumer's thread
+    // The same, readable without the lock: the engine thread that finds the
+    // device taken by a consumer's round stands aside instead of queuing
+    // for it (back_off's sleeps, each a wake-up on a busy core).
+    std::atomic<bool> consumer_in_round_{false};
     std::uint32_t consumer_looks_ = 0;
     bool socket_turn_ = false; // this consumer round asks the sockets of empty rings whether the peer is gone
     // A CQE was written (or lost to an overflow) since the last round's
