@@ -205,7 +205,7 @@ bool read_message(int fd, cm::Message& m)
 void append_frame(Reader& in, std::vector<std::uint8_t>& out)
 {
     const std::uint8_t sel = in.u8();
-    std::uint8_t type = static_cast<std::uint8_t>(1 + sel % 7);
+    std::uint8_t type = static_cast<std::uint8_t>(1 + sel % 10); // kSend .. kLaneWanted
     if ((sel & 0x38) == 0x38)
         type = in.u8();
     const std::uint8_t flags = in.u8() & 3;
