@@ -1682,10 +1682,14 @@ bool Device::receive(Qp& qp)
                 continue;
             }
         }
-        const ssize_t n = wire_receive(qp, buf, receive_buffer_.size(), false);
+        // After a large WRITE, the next frame is read header first, likely
+        // another one: its payload then goes straight into its target
+        // rather than up to 64 KiB of it through this buffer and a copy.
+        const std::size_t want = qp.expect_large_ && qp.in_.empty() && !qp.shm_ ? kHeader : receive_buffer_.size();
+        const ssize_t n = wire_receive(qp, buf, want, false);
         if (n > 0) {
             worked = true;
-            socket_drained = !qp.shm_ && static_cast<std::size_t>(n) < receive_buffer_.size();
+            socket_drained = !qp.shm_ && static_cast<std::size_t>(n) < want;
             if (qp.in_.empty()) {
                 // Nothing held from before: the frames are handled where they
                 // were read, and only what is left (a frame not all here, or
@@ -1694,10 +1698,12 @@ bool Device::receive(Qp& qp)
                 const std::size_t used = parse_frames(qp, buf, got);
                 if (qp.state() != QpState::ready)
                     break; // failed: nothing is kept (fail() dropped the input)
+                qp.expect_large_ = qp.direct_.remaining > 0;
                 if (used < got) // a frame not all here, or the frames behind a striped WRITE's first part
                     qp.in_.assign(buf + used, buf + got);
                 continue;
             }
+            qp.expect_large_ = false;
             qp.in_.insert(qp.in_.end(), buf, buf + n);
             if (qp.in_.size() > kMaxMessageSize + 2 * kHeader) // never happens with a sane peer
                 break;
@@ -1998,15 +2004,25 @@ void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::u
     qp.quickack_owed_ = !qp.shm_;
 }
 
-ssize_t Device::read_part(Qp& qp, bool lane, std::uint8_t* to, std::size_t want)
+ssize_t Device::read_part(Qp& qp, bool lane, std::uint8_t* to, std::size_t want, std::uint8_t* tail)
 {
     Qp::DirectWrite& d = qp.direct_;
     if (d.refused) {
         to = receive_buffer_.data();
         want = std::min(want, receive_buffer_.size());
+        tail = nullptr;
     }
     // The kernel reports memory unmapped since registration as EFAULT.
-    const ssize_t n = lane ? ::recv(qp.lane_fd_, to, want, 0) : wire_receive(qp, to, want, true);
+    ssize_t n;
+    if (tail) { // TCP: the last of `want` bytes goes to `tail`, the rest to `to`
+        iovec iov[2] = {{to, want - 1}, {tail, 1}};
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 2;
+        n = ::recvmsg(lane ? qp.lane_fd_ : qp.fd_, &msg, 0);
+    } else {
+        n = lane ? ::recv(qp.lane_fd_, to, want, 0) : wire_receive(qp, to, want, true);
+    }
     if (n > 0)
         return n;
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
@@ -2030,22 +2046,27 @@ Device::Take Device::receive_direct(Qp& qp)
     for (const bool lane : {false, true}) {
         const std::size_t left = lane ? d.lane_remaining : d.remaining - d.lane_remaining;
         const bool holds_last = lane || d.lane_remaining == 0;
-        const std::size_t want = holds_last && left > 0 ? left - 1 : left;
+        // Over TCP the last byte comes with the rest, into d.tail; on
+        // fastdapl-shm (and once refused) it is read alone, below.
+        const bool fold = holds_last && !qp.shm_ && !d.refused;
+        const std::size_t want = holds_last && left > 0 && !fold ? left - 1 : left;
         if (want == 0 || (lane && qp.lane_fd_ < 0))
             continue;
         const bool refused = d.refused;
-        const ssize_t n = read_part(qp, lane, lane ? d.lane_to : d.to, want);
+        std::uint8_t*& to = lane ? d.lane_to : d.to;
+        const ssize_t n = read_part(qp, lane, to, want, fold ? &d.tail : nullptr);
         if (n < 0)
             return Take::failed;
         moved = moved || n > 0 || d.refused != refused;
         const auto got = static_cast<std::size_t>(n);
+        const bool tail_read = fold && got == want && !d.refused;
         d.remaining -= got;
-        if (lane) {
+        if (lane)
             d.lane_remaining -= got;
-            if (!d.refused)
-                d.lane_to += got;
-        } else if (!d.refused) {
-            d.to += got;
+        if (!d.refused) {
+            to += tail_read ? got - 1 : got;
+            if (tail_read)
+                d.tail_at = to;
         }
     }
     if (d.lane_remaining > 0 && qp.lane_fd_ < 0 && std::chrono::steady_clock::now() >= qp.lane_due_) {
@@ -2053,19 +2074,25 @@ Device::Take Device::receive_direct(Qp& qp)
         fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
         return Take::failed;
     }
-    if (d.remaining != 1 || (d.lane_remaining == 1 && qp.lane_fd_ < 0))
-        return moved ? Take::taken : Take::none;
-    // The last byte, after everything else has landed.
     std::uint8_t last = 0;
-    const bool lane = d.lane_remaining == 1;
-    const bool refused = d.refused;
-    const ssize_t n = read_part(qp, lane, &last, 1);
-    if (n < 0)
-        return Take::failed;
-    if (n == 0)
-        return moved || d.refused != refused ? Take::taken : Take::none;
-    std::uint8_t* const at = lane ? d.lane_to : d.to;
-    const bool placed = !d.refused && [&] {
+    std::uint8_t* at = nullptr;
+    if (d.remaining == 0) { // read whole, the last byte into d.tail (or dropped with the rest)
+        last = d.tail;
+        at = d.tail_at;
+    } else {
+        if (d.remaining != 1 || (d.lane_remaining == 1 && qp.lane_fd_ < 0))
+            return moved ? Take::taken : Take::none;
+        // The last byte, after everything else has landed.
+        const bool lane = d.lane_remaining == 1;
+        const bool refused = d.refused;
+        const ssize_t n = read_part(qp, lane, &last, 1);
+        if (n < 0)
+            return Take::failed;
+        if (n == 0)
+            return moved || d.refused != refused ? Take::taken : Take::none;
+        at = lane ? d.lane_to : d.to;
+    }
+    const bool placed = !d.refused && at && [&] {
         const Piece piece{at, &last, 1};
         return guarded_place(&piece, 1);
     }();

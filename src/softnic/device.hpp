@@ -379,6 +379,9 @@ private:
     // other side then waits for them: after sending, the ACKs are asked to
     // go at once again (TCP_QUICKACK, which the kernel resets by itself).
     bool quickack_owed_ = false;
+    // The last frame read started a large WRITE: the next is read header
+    // first (Device::receive).
+    bool expect_large_ = false;
     std::vector<std::uint8_t> in_;
     // A large WRITE being read from the socket straight into its target:
     // where the next byte goes and how many are still to come (its last
@@ -387,13 +390,18 @@ private:
     // it all by then, and reads the NAK rather than a reset connection.
     // A striped one (kStriped) has its second part on the lane: `remaining`
     // counts both parts, `lane_remaining` the lane's, whose end is the
-    // WRITE's last byte.
+    // WRITE's last byte. Over TCP the last byte is read with the bytes
+    // before it, into `tail` (the kernel never writes it into the target),
+    // and stored at `tail_at` once everything else has landed: no system
+    // call of its own.
     struct DirectWrite {
         std::uint8_t* to = nullptr;
         std::size_t remaining = 0;
         bool refused = false;
         std::uint8_t* lane_to = nullptr;
         std::size_t lane_remaining = 0;
+        std::uint8_t* tail_at = nullptr; // set once `tail` holds the last byte
+        std::uint8_t tail = 0;
     } direct_;
     std::uint32_t epoll_mask_ = 0;
     bool waiting_for_recv_ = false; // a complete message has no receive buffer yet
@@ -672,7 +680,7 @@ private:
     // Reads up to `want` bytes of that WRITE from the lane or the main
     // stream into `to` (a scratch buffer once refused): how many, 0 for
     // none now, -1 when the queue pair failed.
-    ssize_t read_part(Qp& qp, bool lane, std::uint8_t* to, std::size_t want);
+    ssize_t read_part(Qp& qp, bool lane, std::uint8_t* to, std::size_t want, std::uint8_t* tail = nullptr);
     // Closes the queue pair's socket and lane (`shut_down`: ends the
     // connections too, also for copies of the descriptors a fork made).
     void close_wire(Qp& qp, bool shut_down);
