@@ -1998,7 +1998,7 @@ void Device::start_direct(Qp& qp, std::uint64_t addr, std::uint32_t rkey, std::u
     const bool refused = !allowed || (n && !guarded_copy(to, arrived, n)); // unmapped since registration
     const std::size_t lane_part = striped ? length - stripe_split(length) : 0;
     qp.direct_ = {refused ? nullptr : to + n, length - n, refused, refused ? nullptr : to + (length - lane_part),
-                  lane_part};
+                  lane_part, striped};
     if (striped && qp.lane_fd_ < 0) // the peer's lane may still be on its way (its CM hands it over)
         qp.lane_due_ = std::chrono::steady_clock::now() + kLaneWait;
     qp.quickack_owed_ = !qp.shm_;
@@ -2045,7 +2045,7 @@ Device::Take Device::receive_direct(Qp& qp)
     // one's lane part (which ends with that byte) once the lane is here.
     for (const bool lane : {false, true}) {
         const std::size_t left = lane ? d.lane_remaining : d.remaining - d.lane_remaining;
-        const bool holds_last = lane || d.lane_remaining == 0;
+        const bool holds_last = lane || !d.striped;
         // Over TCP the last byte comes with the rest, into d.tail; on
         // fastdapl-shm (and once refused) it is read alone, below.
         const bool fold = holds_last && !qp.shm_ && !d.refused;

@@ -400,6 +400,7 @@ private:
         bool refused = false;
         std::uint8_t* lane_to = nullptr;
         std::size_t lane_remaining = 0;
+        bool striped = false;            // the last byte is the lane part's (which may end first)
         std::uint8_t* tail_at = nullptr; // set once `tail` holds the last byte
         std::uint8_t tail = 0;
     } direct_;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1180,6 +1181,43 @@ TEST(SoftnicLane, LaneEndingInsideAPartBreaksOnlyThatConnection)
     writer.join();
     EXPECT_EQ(p.a.qp->state(), softnic::QpState::ready);
     EXPECT_EQ(p.b.qp->state(), softnic::QpState::ready);
+}
+
+// A striped WRITE whose lane part (with the last byte) has all arrived
+// before its main part: the last byte still lands last, after the main
+// part, and lands.
+TEST(SoftnicLane, LanePartFirstStillPlacesTheLastByteLast)
+{
+    Pair p;
+    LanedVictim v(p);
+    constexpr std::size_t kLen = 256 * 1024, kSplit = 128 * 1024; // stripe_split(kLen)
+    std::vector<char> target(kLen, 0);
+    const auto kt = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
+    std::vector<char> bytes(kLen);
+    for (std::size_t i = 0; i < kLen; ++i)
+        bytes[i] = static_cast<char>(i % 253 + 1);
+    const auto h = frame_header(kFrameWrite, kFlagStriped, kLen, reinterpret_cast<std::uintptr_t>(target.data()), kt);
+    ASSERT_EQ(write(v.wire, h.data(), h.size()), 24);
+    std::thread lane_writer([&] {
+        ASSERT_EQ(send(v.lane, bytes.data() + kSplit, kLen - kSplit, MSG_NOSIGNAL), static_cast<ssize_t>(kLen - kSplit));
+    });
+    // The device reads the whole lane part while the main part is absent.
+    int queued = 1;
+    for (int i = 0; i < 2000 && queued > 0; ++i) {
+        p.dev.progress();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ioctl(v.lane, TIOCOUTQ, &queued); // what the victim has not read yet
+    }
+    lane_writer.join();
+    EXPECT_EQ(target[kLen - 1], 0); // not before the main part
+    ASSERT_EQ(send(v.wire, bytes.data(), kSplit, MSG_NOSIGNAL), static_cast<ssize_t>(kSplit));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (__atomic_load_n(&target[kLen - 1], __ATOMIC_ACQUIRE) == 0 && std::chrono::steady_clock::now() < deadline) {
+        p.dev.progress();
+        std::this_thread::yield();
+    }
+    EXPECT_EQ(std::memcmp(target.data(), bytes.data(), kLen), 0);
+    EXPECT_EQ(v.ep.qp->state(), softnic::QpState::ready);
 }
 
 // The striped flag anywhere but on a large plain WRITE is malformed.
