@@ -1658,9 +1658,12 @@ bool Device::receive(Qp& qp)
         if (!parse_frames(qp) || qp.fd_ < 0 || qp.state() != QpState::ready || socket_drained)
             break;
         if (qp.direct_.remaining > 0) { // a large WRITE's payload, read into its target
-            const Take took = receive_direct(qp);
+            bool drained = false;
+            const Take took = receive_direct(qp, &drained);
             if (took == Take::taken) {
                 worked = true;
+                if (drained && qp.direct_.remaining > 0)
+                    break; // asked again, the sockets would say EAGAIN
                 continue;
             }
             if (took == Take::failed)
@@ -2037,10 +2040,11 @@ ssize_t Device::read_part(Qp& qp, bool lane, std::uint8_t* to, std::size_t want,
     return -1;
 }
 
-Device::Take Device::receive_direct(Qp& qp)
+Device::Take Device::receive_direct(Qp& qp, bool* drained)
 {
     Qp::DirectWrite& d = qp.direct_;
     bool moved = false;
+    bool all_short = true;
     // All but the WRITE's last byte: the main stream's part, and a striped
     // one's lane part (which ends with that byte) once the lane is here.
     for (const bool lane : {false, true}) {
@@ -2059,6 +2063,7 @@ Device::Take Device::receive_direct(Qp& qp)
             return Take::failed;
         moved = moved || n > 0 || d.refused != refused;
         const auto got = static_cast<std::size_t>(n);
+        all_short = all_short && got < want;
         const bool tail_read = fold && got == want && !d.refused;
         d.remaining -= got;
         if (lane)
@@ -2074,6 +2079,8 @@ Device::Take Device::receive_direct(Qp& qp)
         fail(qp, MLX5_CQE_SYNDROME_BAD_RESP_ERR, true);
         return Take::failed;
     }
+    if (drained)
+        *drained = all_short;
     std::uint8_t last = 0;
     std::uint8_t* at = nullptr;
     if (d.remaining == 0) { // read whole, the last byte into d.tail (or dropped with the rest)

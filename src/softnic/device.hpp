@@ -677,7 +677,9 @@ private:
     enum class Take { taken, none, failed };
     Take take_receive(Qp& qp, std::uint32_t& index);
     // Reads more of the WRITE start_direct began (taken: bytes moved).
-    Take receive_direct(Qp& qp);
+    // `drained`: every socket it read came back short (took all there was):
+    // the caller need not ask them again this round.
+    Take receive_direct(Qp& qp, bool* drained = nullptr);
     // Reads up to `want` bytes of that WRITE from the lane or the main
     // stream into `to` (a scratch buffer once refused): how many, 0 for
     // none now, -1 when the queue pair failed.
