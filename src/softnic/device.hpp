@@ -468,7 +468,8 @@ public:
     // Lanes on demand: connected TCP queue pair `qp` may take a lane, under
     // `key` (not 0). The first large RDMA WRITE it sends without one asks
     // for it: `request(context, key)` runs on this side (under the device's
-    // lock: it must only hand the request on), and the peer is told
+    // lock: it must not block; the socket CM starts a non-blocking
+    // connect), and the peer is told
     // (kLaneWanted), whose device does the same for its own queue pair, so
     // that the side that can open the lane (the connection's active side)
     // opens it whichever side wants it. Once per queue pair.

@@ -201,7 +201,8 @@ private:
         if (!shm_ && lanes_wanted())
             cm_.drop_lane(ep.cm_id);
     }
-    // Under the device's lock (Device::set_lane_request): only hands on.
+    // Under the device's lock (Device::set_lane_request): the CM starts a
+    // non-blocking connect to the offered lane and returns.
     static void lane_requested(void* self, std::uint64_t id)
     {
         static_cast<SocketConnections*>(self)->cm_.want_lane(id);
