@@ -186,7 +186,7 @@ inline bool progress(Evd* evd, std::unique_lock<SpinLock>& lock)
     if (evd->path != PathKind::softnic)
         return false;
     lock.unlock();
-    softnic_path::progress(evd);
+    softnic_path::progress(evd, false);
     lock.lock();
     return true;
 }
@@ -202,7 +202,15 @@ inline bool polls_device(const Evd* evd)
 // when it found nothing to do (no completion can have come of it).
 inline bool poll_device(Evd* evd)
 {
-    return softnic_path::progress(evd);
+    return softnic_path::progress(evd, true);
+}
+
+// A consumer entered dat_evd_wait: the softnic stripes large writes over a
+// lane only while a side busy-polls (README, "Lanes").
+inline void consumer_waits(Evd* evd)
+{
+    if (evd->path == PathKind::softnic)
+        softnic_path::consumer_waits(evd);
 }
 
 // A waiter that polled the device (progress) goes to sleep: the softnic's

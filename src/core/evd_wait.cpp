@@ -102,6 +102,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     if (evd->waiters > 0)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
     ++evd->waiters;
+    if (evd->completions)
+        dp::consumer_waits(evd);
     const std::uint64_t epoch = evd->unwaitable_epoch;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
     const bool forever = timeout == DAT_TIMEOUT_INFINITE;

@@ -38,7 +38,7 @@ enum FrameType : std::uint8_t {
     kWrite = 2,      // flags: kImm, kStriped (below); syndrome: carried ACKs
     kReadReq = 3,    // addr, rkey, length = bytes to read; no payload
     kReadResp = 4,   // payload
-    kAck = 5,        // a SEND or WRITE was placed
+    kAck = 5,        // a SEND or WRITE was placed; flags: kPolling (below)
     kNak = 6,        // syndrome; the connection is broken after it
     kDisconnect = 7, // an orderly end: the sender closes after it; a stream
                      // that ends without one was broken (peer died, link cut)
@@ -61,7 +61,16 @@ enum FrameType : std::uint8_t {
 // then carries no payload, only the checked source's address in the
 // responder's memory (addr), and the requester sends nothing after its READ
 // until it has pulled them (Qp::kHoldPulledRead).
-enum FrameFlags : std::uint8_t { kImm = 1, kSolicited = 2, kCompareSwap = 4, kInvalidate = 8, kPull = 16, kStriped = 32 };
+// kPolling (on a kAck): the sender's consumer busy-polls (Device::stripes).
+enum FrameFlags : std::uint8_t {
+    kImm = 1,
+    kSolicited = 2,
+    kCompareSwap = 4,
+    kInvalidate = 8,
+    kPull = 16,
+    kStriped = 32,
+    kPolling = 64
+};
 // Carried ACKs (version 2): the syndrome byte of a kSend or kWrite counts
 // ACKs the sender owed, which count before the frame, as that many kAck
 // frames ahead of it would (a small message on fastdapl-shm carries them:
@@ -1269,11 +1278,13 @@ bool Device::flush_output(Qp& qp)
 
 void Device::queue_ack(Qp& qp)
 {
-    static const auto frame = [] {
-        std::array<std::uint8_t, kHeader> h;
-        encode(h.data(), kAck, 0, 0, 0, 0, 0, 0);
+    static const auto frames = [] {
+        std::array<std::array<std::uint8_t, kHeader>, 2> h;
+        encode(h[0].data(), kAck, 0, 0, 0, 0, 0, 0);
+        encode(h[1].data(), kAck, kPolling, 0, 0, 0, 0, 0);
         return h;
     }();
+    const auto& frame = frames[consumer_busy_polls_.load(std::memory_order_relaxed) ? 1 : 0];
     if (qp.out_sent_ == qp.out_.size()) {
         qp.out_.clear();
         qp.out_sent_ = 0;
@@ -1561,7 +1572,8 @@ bool Device::execute_send_queue(Qp& qp)
         if (large == Large::direct_send) { // the header now, the payload from the consumer's memory
             Qp::DirectSend& d = qp.direct_send_;
             const bool write = opcode == MLX5_OPCODE_RDMA_WRITE || opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
-            const bool striped = opcode == MLX5_OPCODE_RDMA_WRITE && qp.lane_fd_ >= 0 && f.length >= kStripeMin;
+            const bool striped = opcode == MLX5_OPCODE_RDMA_WRITE && qp.lane_fd_ >= 0 && f.length >= kStripeMin &&
+                                 stripes(qp);
             const std::uint8_t flags =
                 write ? (opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kImm : 0) | (striped ? kStriped : 0)
                       : ((opcode == MLX5_OPCODE_SEND_IMM ? kImm : 0) | (opcode == MLX5_OPCODE_SEND_INVAL ? kInvalidate : 0) |
@@ -2330,6 +2342,7 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
         return true;
     }
     case kAck:
+        qp.peer_busy_polls_ = (h.flags & kPolling) != 0;
         return acknowledge(qp);
     case kLaneWanted: // only where a lane can be: a connected TCP queue pair
         if (qp.shm_ || qp.datagram_ || payload_len != 0) {

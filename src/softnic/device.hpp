@@ -292,6 +292,9 @@ private:
     std::uint64_t lane_key_ = 0;
     bool lane_asked_ = false;
     bool lane_peer_asked_ = false;
+    // The peer's last ACK said its consumer busy-polls (kPolling): large
+    // WRITEs are striped when either side polls (Device::stripes).
+    bool peer_busy_polls_ = false;
     std::uint32_t sq_next_ = 0; // next basic block to execute
     std::uint32_t rq_next_ = 0; // next receive WQE to consume
     // Requests sent and not completed, oldest first: a ring that doubles
@@ -548,10 +551,18 @@ public:
     // per message), and takes over again when polling stops for
     // kConsumerQuietMs or a consumer says it sleeps.
     // False when it found nothing to do, or another thread had the device.
-    bool progress()
+    bool progress(bool busy_poll = true)
     {
+        consumer_polls_by(busy_poll);
         consumer_polls_.store(consumer_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return progress_as_consumer();
+    }
+    // How the consumer moves the device: busy polling (dat_evd_dequeue), or
+    // not (dat_evd_wait, which may find its event at once and never poll).
+    void consumer_polls_by(bool busy_poll)
+    {
+        if (consumer_busy_polls_.load(std::memory_order_relaxed) != busy_poll)
+            consumer_busy_polls_.store(busy_poll, std::memory_order_relaxed);
     }
     // A consumer that polled goes to sleep (dat_evd_wait): the engine thread
     // watches the sockets again at once, so nothing waits for its look.
@@ -675,6 +686,12 @@ private:
     // Moves what follows the first `main_bytes` bytes of d's segments to
     // its lane part.
     static void split_for_lane(Qp::DirectSend& d, std::size_t main_bytes);
+    // Whether a large WRITE on a queue pair with a lane is striped now:
+    // while this side's consumer or, by its last ACK, the peer's busy-polls.
+    bool stripes(const Qp& qp) const
+    {
+        return qp.peer_busy_polls_ || consumer_busy_polls_.load(std::memory_order_relaxed);
+    }
     enum class Take { taken, none, failed };
     Take take_receive(Qp& qp, std::uint32_t& index);
     // Reads more of the WRITE start_direct began (taken: bytes moved).
@@ -744,6 +761,13 @@ private:
     // device taken by a consumer's round stands aside instead of queuing
     // for it (back_off's sleeps, each a wake-up on a busy core).
     std::atomic<bool> consumer_in_round_{false};
+    // How the consumer last moved the device: dat_evd_dequeue (busy poll,
+    // progress(true)) or dat_evd_wait (its spin, progress(false), then
+    // sleep). With both sides waiting, striping a large WRITE over a lane
+    // cost a third of the bandwidth on two cores (README, "Lanes"), so it
+    // is striped only while this side or the peer busy-polls. True until a
+    // consumer says otherwise.
+    std::atomic<bool> consumer_busy_polls_{true};
     std::uint32_t consumer_looks_ = 0;
     bool socket_turn_ = false; // this consumer round asks the sockets of empty rings whether the peer is gone
     // A CQE was written (or lost to an overflow) since the last round's

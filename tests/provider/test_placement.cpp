@@ -98,6 +98,16 @@ struct Pair {
         DAT_COUNT nmore;
         return dat_evd_wait(evd, kWait, 1, &e, &nmore) == kOk;
     }
+    // The same by busy polling (dat_evd_dequeue), for at most 5 s.
+    static bool poll(DAT_EVD_HANDLE evd, DAT_EVENT& e)
+    {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        DAT_RETURN rc;
+        while (DAT_GET_TYPE(rc = dat_evd_dequeue(evd, &e)) == DAT_QUEUE_EMPTY &&
+               std::chrono::steady_clock::now() < deadline) {
+        }
+        return rc == kOk;
+    }
 
     bool ok = false;
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
@@ -140,7 +150,7 @@ int repetitions()
 
 // A write of `bytes` into a zeroed target, again and again. A second thread
 // spins on the target's last byte; the moment it is no longer 0, the whole
-// target must already be the source.
+// target must already be the source. Whole writes and striped ones both.
 class LastByteLast : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(LastByteLast, WholeWriteIsVisibleOnceItsLastByteIs)
@@ -184,6 +194,16 @@ TEST_P(LastByteLast, WholeWriteIsVisibleOnceItsLastByteIs)
         });
         while (!polling.load())
             std::this_thread::yield();
+        // The consumer busy-polls (dat_evd_dequeue, an empty poll first) for
+        // two writes, then waits (dat_evd_wait) for four: on fastdapl-tcp a
+        // large write is striped over the lane while this side or, by its
+        // last ACK, the peer busy-polls, and both ends are this process, so
+        // the last two of each four go whole, the others striped.
+        const bool busy = rep % 6 < 2;
+        if (busy) {
+            DAT_EVENT none{};
+            ASSERT_EQ(DAT_GET_TYPE(dat_evd_dequeue(pair.dto_a, &none)), DAT_QUEUE_EMPTY);
+        }
         DAT_LMR_TRIPLET from{reinterpret_cast<DAT_VADDR>(source.data()), static_cast<DAT_SEG_LENGTH>(bytes), src_l};
         DAT_RMR_TRIPLET to{reinterpret_cast<DAT_VADDR>(target.data()), static_cast<DAT_SEG_LENGTH>(bytes), dst_r};
         ASSERT_EQ(dat_ep_post_rdma_write(pair.a, 1, &from, DAT_DTO_COOKIE{.as_64 = static_cast<DAT_UINT64>(rep)}, &to,
@@ -191,7 +211,7 @@ TEST_P(LastByteLast, WholeWriteIsVisibleOnceItsLastByteIs)
                   kOk);
         poller.join();
         DAT_EVENT e{};
-        ASSERT_TRUE(Pair::next(pair.dto_a, e));
+        ASSERT_TRUE(busy ? Pair::poll(pair.dto_a, e) : Pair::next(pair.dto_a, e));
         ASSERT_EQ(e.event_number, DAT_DTO_COMPLETION_EVENT);
         ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
         ASSERT_TRUE(seen) << "rep " << rep << ": the last byte never arrived";
@@ -244,9 +264,11 @@ std::map<int, std::uint64_t> new_sockets(const std::map<int, std::uint64_t>& bef
 
 // fastdapl-tcp: a connection gets its lane when either side first sends a
 // large RDMA write (the active side opens it; the passive side asks it
-// to), and from then on a large RDMA write goes half over each: of the
-// four TCP sockets of the two connections, two took about half of it.
-// Parameter: the passive side writes (else the active side).
+// to), and from then on a large RDMA write goes half over each while a
+// consumer busy-polls: of the four TCP sockets of the two connections, two
+// took about half of it. While the consumers wait in dat_evd_wait (both
+// ends are in this process, on one device), it goes whole over the
+// connection. Parameter: the passive side writes (else the active side).
 class Lanes : public ::testing::TestWithParam<bool> {};
 
 TEST_P(Lanes, OpenAtTheFirstLargeWriteThenSplitIt)
@@ -269,11 +291,15 @@ TEST_P(Lanes, OpenAtTheFirstLargeWriteThenSplitIt)
     pair.enroll(target.data(), kBytes, &dst_r);
     DAT_LMR_TRIPLET from{reinterpret_cast<DAT_VADDR>(source.data()), kBytes, src_l};
     DAT_RMR_TRIPLET to{reinterpret_cast<DAT_VADDR>(target.data()), kBytes, dst_r};
-    const auto write = [&] {
+    const auto write = [&](bool busy_poll) {
         std::memset(target.data(), 0, kBytes);
+        if (busy_poll) { // a busy poller's empty poll
+            DAT_EVENT none{};
+            ASSERT_EQ(DAT_GET_TYPE(dat_evd_dequeue(writer_dto, &none)), DAT_QUEUE_EMPTY);
+        }
         ASSERT_EQ(dat_ep_post_rdma_write(writer, 1, &from, DAT_DTO_COOKIE{}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
         DAT_EVENT e{};
-        ASSERT_TRUE(Pair::next(writer_dto, e));
+        ASSERT_TRUE(busy_poll ? Pair::poll(writer_dto, e) : Pair::next(writer_dto, e));
         ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
         EXPECT_EQ(std::memcmp(target.data(), source.data(), kBytes), 0);
     };
@@ -286,28 +312,47 @@ TEST_P(Lanes, OpenAtTheFirstLargeWriteThenSplitIt)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     ASSERT_EQ(new_sockets(before, 2).size(), 2u) << "a lane was opened before a large write wanted it";
     // The first large write goes whole and asks for the lane.
-    write();
+    write(false);
     if (HasFatalFailure())
         return;
     const auto sockets = new_sockets(before, 4);
     ASSERT_EQ(sockets.size(), 4u) << "the connection's two sockets and its lane's";
     // Wait until the writer's queue pair has the lane (each end takes it on
     // the CM's thread): then a large write is split.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    int halves = 0;
-    while (halves != 2 && std::chrono::steady_clock::now() < deadline) {
+    // Sockets that took about half of one write, and those that took all of it.
+    const auto measure = [&](bool busy_poll, int& halves, int& wholes) {
         const auto was = tcp_bytes_received();
-        write();
+        write(busy_poll);
+        const auto after = tcp_bytes_received();
+        halves = wholes = 0;
+        for (const auto& [fd, n] : sockets) {
+            if (!after.count(fd) || !was.count(fd))
+                continue;
+            const auto took = after.at(fd) - was.at(fd);
+            halves += took >= kBytes / 2 - 4096 && took < kBytes;
+            wholes += took >= kBytes;
+        }
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int halves = 0, wholes = 0;
+    while (halves != 2 && std::chrono::steady_clock::now() < deadline) {
+        measure(true, halves, wholes);
         if (HasFatalFailure())
             return;
-        const auto after = tcp_bytes_received();
-        halves = 0;
-        for (const auto& [fd, n] : sockets)
-            if (after.count(fd) && was.count(fd) && after.at(fd) - was.at(fd) >= kBytes / 2 - 4096 &&
-                after.at(fd) - was.at(fd) < kBytes)
-                ++halves;
     }
-    EXPECT_EQ(halves, 2) << "no socket took the whole write: two took half each";
+    EXPECT_EQ(halves, 2) << "busy polling: no socket took the whole write, two took half each";
+    // Waiting: whole over the connection. A side goes by how its consumer
+    // last moved the device and by the peer's last ACK, so the first writes
+    // of a new mode may still go the old way: a write posted before the
+    // first wait (or poll), and one whose peer's ACK was queued before it.
+    // The third is measured.
+    for (int i = 0; i < 3; ++i)
+        measure(false, halves, wholes);
+    EXPECT_EQ(wholes, 1) << "waiting: one socket took the whole write";
+    EXPECT_EQ(halves, 0);
+    // Polling again: split again (this side's polling is enough).
+    measure(true, halves, wholes);
+    EXPECT_EQ(halves, 2) << "busy polling again: two sockets took half each";
 }
 
 INSTANTIATE_TEST_SUITE_P(Writer, Lanes, ::testing::Bool(), [](const auto& info) {

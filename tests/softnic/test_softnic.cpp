@@ -1352,6 +1352,76 @@ TEST(SoftnicLane, PeersAskForALaneWaitsForTheKey)
     laned.dev.set_lane_request(nullptr, nullptr);
 }
 
+// A large WRITE is striped over the lane while this side's consumer
+// busy-polls or the peer's last ACK said its consumer does (kPolling); with
+// both waiting it goes whole over the connection. Our own ACKs say which
+// way our consumer moves the device.
+TEST(SoftnicLane, StripedWhileEitherSidePolls)
+{
+    constexpr std::uint8_t kFrameAck = 5, kFlagPolling = 64;
+    Pair p;
+    LanedVictim v(p);
+    const timeval limit{5, 0}; // a read that hangs fails the test instead
+    for (const int fd : {v.wire, v.lane})
+        ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit), 0);
+    const auto read_exactly = [](int fd, void* into, std::size_t n) {
+        return recv(fd, into, n, MSG_WAITALL) == static_cast<ssize_t>(n);
+    };
+    constexpr std::size_t kLen = 256 * 1024, kSplit = 128 * 1024; // stripe_split(kLen)
+    std::vector<char> src(kLen), got(kLen), target(64, 0);
+    for (std::size_t i = 0; i < kLen; ++i)
+        src[i] = static_cast<char>(i % 251 + 1);
+    const auto ks = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(src.data()), src.size(), kAll, p.pd);
+    const auto kt = p.dev.memory().add(reinterpret_cast<std::uintptr_t>(target.data()), target.size(), kAll, p.pd);
+    std::uint64_t cookie = 0;
+    // One large WRITE from the victim, read as its peer, then ACKed with
+    // `ack_flags`: whether it was striped.
+    const auto one_write = [&](std::uint8_t ack_flags) {
+        Sge s = sge_of(src, ks);
+        fastpath::RemoteAddress ra{0x10000, 7}; // the peer's memory: the test reads the bytes
+        EXPECT_TRUE(v.ep.sq.post(MLX5_OPCODE_RDMA_WRITE, &s, 1, kLen, &ra, 0, MLX5_WQE_CTRL_CQ_UPDATE, cookie++));
+        v.ep.sq.ring();
+        std::uint8_t h[24];
+        EXPECT_TRUE(read_exactly(v.wire, h, sizeof h));
+        EXPECT_EQ(h[0], kFrameWrite);
+        const bool striped = (h[1] & kFlagStriped) != 0;
+        std::fill(got.begin(), got.end(), 0);
+        const std::size_t main = striped ? kSplit : kLen;
+        EXPECT_TRUE(read_exactly(v.wire, got.data(), main));
+        if (striped) {
+            EXPECT_TRUE(read_exactly(v.lane, got.data() + main, kLen - main));
+        }
+        EXPECT_EQ(std::memcmp(got.data(), src.data(), kLen), 0);
+        const auto ack = frame_header(kFrameAck, ack_flags, 0, 0, 0);
+        EXPECT_EQ(write(v.wire, ack.data(), ack.size()), 24);
+        mlx5_cqe64 c{};
+        EXPECT_TRUE(v.ep.next(v.ep.send_cq, c, 5000, false)); // the engine thread moves it: no poll here
+        EXPECT_EQ(opcode(c), MLX5_CQE_REQ);
+        v.ep.sq.retire_through(be16toh(c.wqe_counter));
+        return striped;
+    };
+    p.dev.consumer_polls_by(false);
+    EXPECT_FALSE(one_write(kFlagPolling)); // neither side polled yet (as far as this side knows)
+    EXPECT_TRUE(one_write(0));             // the peer's ACK said it polls
+    EXPECT_FALSE(one_write(0));            // and now that it does not
+    p.dev.consumer_polls_by(true);
+    EXPECT_TRUE(one_write(0)); // this side polls
+    EXPECT_EQ(p.dev.striped_writes(), 2u);
+    // Our ACK for a WRITE from the peer: kPolling while our consumer polls.
+    for (const bool polls : {false, true}) {
+        p.dev.consumer_polls_by(polls);
+        const auto w = frame_header(kFrameWrite, 0, 8, reinterpret_cast<std::uintptr_t>(target.data()), kt);
+        ASSERT_EQ(write(v.wire, w.data(), w.size()), 24);
+        ASSERT_EQ(write(v.wire, "12345678", 8), 8);
+        std::uint8_t h[24];
+        ASSERT_TRUE(read_exactly(v.wire, h, sizeof h));
+        EXPECT_EQ(h[0], kFrameAck);
+        EXPECT_EQ(h[1], polls ? kFlagPolling : 0) << polls;
+    }
+    EXPECT_EQ(std::memcmp(target.data(), "12345678", 8), 0);
+    EXPECT_EQ(v.ep.qp->state(), softnic::QpState::ready);
+}
+
 // kLaneWanted (type 10) from a hostile peer: with a payload it is
 // malformed (the connection breaks, nothing else); repeated, it asks once.
 TEST(SoftnicLane, LaneWantedFromThePeer)

@@ -224,10 +224,17 @@ inline DAT_COUNT ready_completions(Evd* evd, DAT_COUNT have, DAT_COUNT limit)
 }
 
 // Lets the software NIC move (the EVD's lock not held): false when it
-// found nothing to do, or another thread had it.
-inline bool progress(Evd* evd)
+// found nothing to do, or another thread had it. `busy_poll`: called by
+// dat_evd_dequeue, not by dat_evd_wait's spin.
+inline bool progress(Evd* evd, bool busy_poll)
 {
-    return static_cast<SoftnicCompletions*>(evd->completions)->device->progress();
+    return static_cast<SoftnicCompletions*>(evd->completions)->device->progress(busy_poll);
+}
+
+// A consumer entered dat_evd_wait (Device::consumer_polls_by).
+inline void consumer_waits(Evd* evd)
+{
+    static_cast<SoftnicCompletions*>(evd->completions)->device->consumer_polls_by(false);
 }
 
 inline void consumer_sleeps(Evd* evd)
