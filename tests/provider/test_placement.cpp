@@ -21,9 +21,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -358,6 +360,54 @@ TEST_P(Lanes, OpenAtTheFirstLargeWriteThenSplitIt)
 INSTANTIATE_TEST_SUITE_P(Writer, Lanes, ::testing::Bool(), [](const auto& info) {
     return info.param ? "passive" : "active";
 });
+
+// fastdapl-tcp: a connection to a peer on this host, and its lane, ask for
+// a send buffer of 256 KiB (FASTDAPL_TCP_SNDBUF: another size, or 0 for the
+// kernel's sizing); Linux caps the request at net.core.wmem_max and reports
+// twice what it kept.
+TEST(SendBuffers, SizedForAPeerOnThisHost)
+{
+    if (std::strcmp(test_ia_name(), "fastdapl-tcp") != 0)
+        GTEST_SKIP() << "fastdapl-tcp's sockets";
+    long asked = 256 * 1024;
+    if (const char* v = std::getenv("FASTDAPL_TCP_SNDBUF"); v && *v)
+        asked = std::strtol(v, nullptr, 10);
+    if (asked == 0)
+        GTEST_SKIP() << "FASTDAPL_TCP_SNDBUF=0: the kernel sizes the buffers";
+    long wmem_max = 0;
+    {
+        std::FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r");
+        ASSERT_NE(f, nullptr);
+        ASSERT_EQ(std::fscanf(f, "%ld", &wmem_max), 1);
+        std::fclose(f);
+    }
+    const int expected = static_cast<int>(2 * std::min(asked, wmem_max));
+    const bool lanes = !(std::getenv("FASTDAPL_TCP_LANES") && std::strcmp(std::getenv("FASTDAPL_TCP_LANES"), "0") == 0);
+    const auto before = tcp_bytes_received();
+    Pair pair;
+    ASSERT_TRUE(pair.ok);
+    // A large write opens the lane (when lanes are on).
+    constexpr std::size_t kBytes = 1 << 20;
+    std::vector<unsigned char> source(kBytes, 5), target(kBytes, 0);
+    const DAT_LMR_CONTEXT src_l = pair.enroll(source.data(), kBytes);
+    DAT_RMR_CONTEXT dst_r = 0;
+    pair.enroll(target.data(), kBytes, &dst_r);
+    DAT_LMR_TRIPLET from{reinterpret_cast<DAT_VADDR>(source.data()), kBytes, src_l};
+    DAT_RMR_TRIPLET to{reinterpret_cast<DAT_VADDR>(target.data()), kBytes, dst_r};
+    ASSERT_EQ(dat_ep_post_rdma_write(pair.a, 1, &from, DAT_DTO_COOKIE{}, &to, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e{};
+    ASSERT_TRUE(Pair::next(pair.dto_a, e));
+    ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    const auto sockets = new_sockets(before, lanes ? 4 : 2);
+    ASSERT_EQ(sockets.size(), lanes ? 4u : 2u);
+    for (const auto& [fd, received] : sockets) {
+        int bytes = 0;
+        socklen_t len = sizeof bytes;
+        ASSERT_EQ(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len), 0);
+        EXPECT_EQ(bytes, expected) << "socket " << fd << " (asked " << asked << ", net.core.wmem_max " << wmem_max
+                                   << ")";
+    }
+}
 
 // Registered memory unmapped while its LMR lives: a device would have
 // pinned it; the softnic turns the access into an error completion and a
