@@ -86,14 +86,14 @@ void watch_link(int fd)
 
 // The send buffer asked for a fastdapl-tcp connection whose peer is on this
 // host: what a socket holds bounds how far the sender runs ahead of the
-// receiver. The kernel's own sizing grows it to megabytes, so that the pages
-// a large write was copied into have left the cache by the time the
-// receiver copies out of them; at 256 KiB (the kernel doubles it, and caps
-// it at net.core.wmem_max) 1 MiB busy-polled bandwidth over loopback was
-// +16 % and +22 % here (medians of two batches of 8 interleaved pairs;
-// 128 KiB, 192 KiB and 512 KiB helped less), both sides waiting +60 %
-// (README "Send buffers"). A peer on another host keeps the kernel's
-// sizing, which follows the link's bandwidth-delay product.
+// receiver. The kernel's own sizing grows it to megabytes (likely why that
+// costs: the pages a large write was copied into have left the cache by
+// the time the receiver copies out of them); at 256 KiB (the kernel
+// doubles it, and caps it at net.core.wmem_max) 1 MiB busy-polled
+// bandwidth over loopback was +16 % and +22 % here (medians of two batches
+// of 8 interleaved pairs; 128 KiB, 192 KiB and 512 KiB helped less), both
+// sides waiting +60 % (README "Send buffers"). A peer on another host keeps
+// the kernel's sizing, which follows the link's bandwidth-delay product.
 constexpr long kLocalSendBuffer = 256 * 1024;
 
 // FASTDAPL_TCP_SNDBUF: the send buffer every fastdapl-tcp connection asks
