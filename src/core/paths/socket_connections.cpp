@@ -7,6 +7,7 @@
 #include "../connection.hpp"
 #include "../ia.hpp"
 #include "../service_point.hpp"
+#include "address.hpp"
 #include "cm_events.hpp"
 #include "socket_cm.hpp"
 #include "softnic.hpp"
@@ -120,19 +121,13 @@ bool peer_on_this_host(int fd)
     sockaddr_storage local{}, peer{};
     socklen_t local_len = sizeof local, peer_len = sizeof peer;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 || local.ss_family != peer.ss_family)
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
         return false;
-    if (peer.ss_family == AF_INET) {
-        const in_addr a = reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr;
-        const in_addr own = reinterpret_cast<const sockaddr_in*>(&local)->sin_addr;
-        return (ntohl(a.s_addr) >> 24) == 127 || a.s_addr == own.s_addr;
-    }
-    if (peer.ss_family == AF_INET6) {
-        const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(&a) ||
-               std::memcmp(&a, &reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr, sizeof a) == 0;
-    }
-    return false;
+    const bool loopback =
+        (peer.ss_family == AF_INET &&
+         (ntohl(reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr.s_addr) >> 24) == 127) ||
+        (peer.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr));
+    return loopback || cm::same_host(local, reinterpret_cast<const sockaddr*>(&peer));
 }
 
 // A fastdapl-tcp connection's (or lane's) send buffer, as above.
