@@ -2213,6 +2213,28 @@ bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t
             return true;
         }
         const std::uint32_t max_sge = qp.srq_ ? qp.srq_->max_sge_ : qp.rq_stride_ / 16;
+        // The common case first, without the loops below: a receive of one
+        // segment (the list ends after it), a message that fits, no key to
+        // invalidate. The same check and placement as below; anything that
+        // fails them falls through to the general code, which finds the same
+        // failure and reports it.
+        if (!(h.flags & kInvalidate) && be32toh(segs[0].lkey) != MLX5_INVALID_LKEY &&
+            (max_sge == 1 || be32toh(segs[1].lkey) == MLX5_INVALID_LKEY) &&
+            payload_len <= be32toh(segs[0].byte_count)) {
+            std::uint64_t host = 0;
+            if (memory_.check(be32toh(segs[0].lkey), be64toh(segs[0].addr), be32toh(segs[0].byte_count), kLocalWrite,
+                              qp.srq_ ? qp.srq_->pd_ : qp.pd_, 0, &host)) {
+                const Piece piece{reinterpret_cast<void*>(host), payload, payload_len};
+                if (guarded_place(&piece, 1)) {
+                    push_receive({static_cast<std::uint8_t>((h.flags & kImm) ? MLX5_CQE_RESP_SEND_IMM
+                                                                              : MLX5_CQE_RESP_SEND),
+                                  0, (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
+                                  static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
+                    queue_ack(qp);
+                    return true;
+                }
+            }
+        }
         std::uint64_t capacity = 0;
         bool ok = true;
         std::uint64_t hosts[2 * kMaxSge]; // where each segment is here (a zero-based region's are offsets); set by each
