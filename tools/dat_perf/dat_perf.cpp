@@ -391,15 +391,23 @@ void serve(End& end)
         }
         if (c.op != Op::latency)
             die("unknown control message", DAT_INTERNAL_ERROR);
-        // Every ping has its receive posted before the client may send it.
+        // Every ping has its receive posted before the client may send it:
+        // the first here, each next one right after the pong that lets the
+        // client send it. Between a ping's arrival and its pong nothing
+        // else runs (as in ucx_perftest's loop): the pong's receive and the
+        // last pong's send completion, whose ACK came with this ping, are
+        // taken after it.
         end.post_recv(c.size);
         end.send_control(Control{kMagic, Op::latency, c.size, c.count}); // ready
         for (std::uint64_t i = 0; i < c.count; ++i) {
             end.reap(end.recv_evd(), "ping");
-            end.post_recv(i + 1 < c.count ? c.size : kControlSize); // the last one is for the next control
             end.send(c.size);
-            end.reap(end.request_evd(), "pong send");
+            end.post_recv(i + 1 < c.count ? c.size : kControlSize); // the last one is for the next control
+            if (i > 0)
+                end.reap(end.request_evd(), "pong send");
         }
+        if (c.count > 0)
+            end.reap(end.request_evd(), "pong send");
     }
     end.disconnect();
     end.close();
