@@ -612,4 +612,72 @@ TEST(FaultGuard, UnguardedFaultStillKills)
     EXPECT_EXIT(std::_Exit(unguarded_fault_body()), ::testing::KilledBySignal(SIGSEGV), "");
 }
 
+// Receives of one segment take a shorter path in the software NIC than
+// receives of several: both must place the same bytes, and both must refuse
+// a message that does not fit with a length error that leaves the buffer
+// as it was.
+TEST(ReceiveSegments, OneOrTwoSegmentsGetTheSameBytes)
+{
+    Pair pair;
+    ASSERT_TRUE(pair.ok);
+    std::vector<char> buffer(8192, 'x');
+    const DAT_LMR_CONTEXT lkey = pair.enroll(buffer.data(), buffer.size());
+    char* const from = buffer.data();
+    char* const into = buffer.data() + 4096;
+    for (std::size_t i = 0; i < 300; ++i)
+        from[i] = static_cast<char>('a' + i % 26);
+    auto triplet = [&](char* p, std::size_t n) {
+        return DAT_LMR_TRIPLET{reinterpret_cast<DAT_VADDR>(p), static_cast<DAT_SEG_LENGTH>(n), lkey};
+    };
+    for (const std::size_t bytes : {std::size_t{8}, std::size_t{64}, std::size_t{300}}) {
+        for (const int segments : {1, 2}) {
+            std::memset(into, 'x', 1024);
+            // One segment of exactly the message's size, or two: half and the rest.
+            DAT_LMR_TRIPLET recv[2] = {triplet(into, segments == 1 ? bytes : bytes / 2),
+                                       triplet(into + 512, bytes - bytes / 2)};
+            ASSERT_EQ(dat_ep_post_recv(pair.b, segments, recv, DAT_DTO_COOKIE{.as_64 = 7}, DAT_COMPLETION_DEFAULT_FLAG),
+                      kOk);
+            DAT_LMR_TRIPLET send = triplet(from, bytes);
+            ASSERT_EQ(dat_ep_post_send(pair.a, 1, &send, DAT_DTO_COOKIE{.as_64 = 8}, DAT_COMPLETION_DEFAULT_FLAG),
+                      kOk);
+            DAT_EVENT e{};
+            ASSERT_TRUE(Pair::next(pair.dto_b, e));
+            EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+            EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 7u);
+            EXPECT_EQ(e.event_data.dto_completion_event_data.transfered_length, bytes);
+            ASSERT_TRUE(Pair::next(pair.dto_a, e));
+            EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+            if (segments == 1) {
+                EXPECT_EQ(std::memcmp(into, from, bytes), 0) << bytes << " bytes";
+                EXPECT_EQ(into[bytes], 'x'); // nothing past the message
+            } else {
+                EXPECT_EQ(std::memcmp(into, from, bytes / 2), 0) << bytes << " bytes";
+                EXPECT_EQ(std::memcmp(into + 512, from + bytes / 2, bytes - bytes / 2), 0) << bytes << " bytes";
+                EXPECT_EQ(into[bytes / 2], 'x');
+            }
+        }
+    }
+}
+
+TEST(ReceiveSegments, MessageLargerThanOneSegmentIsALengthErrorAndTouchesNothing)
+{
+    Pair pair;
+    ASSERT_TRUE(pair.ok);
+    std::vector<char> buffer(8192, 'x');
+    const DAT_LMR_CONTEXT lkey = pair.enroll(buffer.data(), buffer.size());
+    std::memset(buffer.data(), 'm', 64);
+    DAT_LMR_TRIPLET recv{reinterpret_cast<DAT_VADDR>(buffer.data() + 4096), 16, lkey};
+    ASSERT_EQ(dat_ep_post_recv(pair.b, 1, &recv, DAT_DTO_COOKIE{.as_64 = 7}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_LMR_TRIPLET send{reinterpret_cast<DAT_VADDR>(buffer.data()), 64, lkey};
+    ASSERT_EQ(dat_ep_post_send(pair.a, 1, &send, DAT_DTO_COOKIE{.as_64 = 8}, DAT_COMPLETION_DEFAULT_FLAG), kOk);
+    DAT_EVENT e{};
+    ASSERT_TRUE(Pair::next(pair.dto_b, e));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 7u);
+    EXPECT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_LENGTH);
+    ASSERT_TRUE(Pair::next(pair.dto_a, e));
+    EXPECT_EQ(e.event_data.dto_completion_event_data.user_cookie.as_64, 8u);
+    EXPECT_NE(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+    EXPECT_EQ(std::count(buffer.begin() + 4096, buffer.end(), 'x'), 4096); // the buffer and past it: untouched
+}
+
 } // namespace
