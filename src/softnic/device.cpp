@@ -28,6 +28,15 @@
 
 namespace fastdapl::softnic {
 
+// A frame's header, decoded (fields in host order).
+struct WireHeader {
+    std::uint8_t type, flags, syndrome, version;
+    std::uint32_t length;
+    std::uint64_t addr;
+    std::uint32_t rkey;
+    std::uint32_t aux;
+};
+
 namespace {
 
 using fastpath::Sge;
@@ -134,14 +143,6 @@ void report_broken(int fd, std::uint32_t qpn, const char* where, int err)
                  len ? ti.tcpi_rto : 0, len ? ti.tcpi_retransmits : 0, len ? ti.tcpi_total_retrans : 0,
                  len ? ti.tcpi_last_ack_recv : 0);
 }
-
-struct WireHeader {
-    std::uint8_t type, flags, syndrome, version;
-    std::uint32_t length;
-    std::uint64_t addr;
-    std::uint32_t rkey;
-    std::uint32_t aux;
-};
 
 WireHeader decode(const std::uint8_t* p)
 {
@@ -1990,7 +1991,7 @@ std::size_t Device::parse_frames(Qp& qp, const std::uint8_t* in, std::size_t siz
             break;
         }
         bool wait_for_recv = false;
-        if (!handle_frame(qp, header, in + pos + kHeader, payload, wait_for_recv))
+        if (!handle_frame(qp, h, in + pos + kHeader, payload, wait_for_recv))
             return pos; // the queue pair failed
         if (wait_for_recv) {
             qp.waiting_for_recv_ = qp.state() == QpState::ready;
@@ -2174,10 +2175,9 @@ bool Device::take_carried_acks(Qp& qp, std::uint8_t count)
     return true;
 }
 
-bool Device::handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t* payload, std::size_t payload_len,
+bool Device::handle_frame(Qp& qp, const WireHeader& h, const std::uint8_t* payload, std::size_t payload_len,
                           bool& wait_for_recv)
 {
-    const WireHeader h = decode(header);
     // The receive WQE this message lands in (its data segments), or nullptr:
     // none posted (wait for one) or the queue pair failed taking it.
     auto consume_recv = [&](std::uint32_t& index) -> const mlx5_wqe_data_seg* {

@@ -26,6 +26,8 @@
 
 namespace fastdapl::softnic {
 
+struct WireHeader; // a frame's header, decoded (device.cpp)
+
 // A byte buffer that grows without zeroing what is copied over next (a
 // std::vector zeroes on resize, and with an allocator that does not, it
 // relocates byte by byte). Its capacity stays after clear().
@@ -304,15 +306,15 @@ private:
     public:
         bool empty() const { return head_ == tail_; }
         std::size_t size() const { return tail_ - head_; }
-        InFlight& front() { return slots_[head_ & (slots_.size() - 1)]; }
+        InFlight& front() { return slots_[head_ & mask_]; }
         void pop_front() { ++head_; }
         // Copies the segments in use only (a small send has none: 256
         // bytes of scatter list were copied for each before).
         void push_back(const InFlight& f)
         {
-            if (tail_ - head_ == slots_.size())
+            if (slots_.empty() || tail_ - head_ > mask_) [[unlikely]]
                 regrow(std::max<std::size_t>(2 * slots_.size(), 16));
-            InFlight& slot = slots_[tail_++ & (slots_.size() - 1)];
+            InFlight& slot = slots_[tail_++ & mask_];
             slot.wqe_index = f.wqe_index;
             slot.opcode = f.opcode;
             slot.signaled = f.signaled;
@@ -324,7 +326,7 @@ private:
         template <typename Fn> void for_each(Fn&& fn) const
         {
             for (std::size_t i = head_; i != tail_; ++i)
-                fn(slots_[i & (slots_.size() - 1)]);
+                fn(slots_[i & mask_]);
         }
 
     private:
@@ -332,12 +334,14 @@ private:
         {
             std::vector<InFlight> slots(capacity);
             for (std::size_t i = head_; i != tail_; ++i)
-                slots[i - head_] = slots_[i & (slots_.size() - 1)];
+                slots[i - head_] = slots_[i & mask_];
             tail_ -= head_;
             head_ = 0;
             slots_ = std::move(slots);
+            mask_ = capacity - 1;
         }
         std::vector<InFlight> slots_;
+        std::size_t mask_ = 0; // slots_.size() - 1 (a power of two), kept: the size divides by sizeof(InFlight)
         std::size_t head_ = 0, tail_ = 0; // free-running
     };
     InFlightRing inflight_;
@@ -648,9 +652,10 @@ private:
     // responder's memory into the READ's segments; false when it failed
     // (and the queue pair with it).
     bool pull_read(Qp& qp, const Qp::InFlight& f, std::uint64_t source);
-    // `header`: the frame's header, copied out of where it arrived (a ring
-    // the peer may still write), so that every look sees the same bytes.
-    bool handle_frame(Qp& qp, const std::uint8_t* header, const std::uint8_t* payload, std::size_t payload_len,
+    // `h`: the frame's header, decoded once from a copy of where it arrived
+    // (a ring the peer may still write), so that every look sees the same
+    // values.
+    bool handle_frame(Qp& qp, const WireHeader& h, const std::uint8_t* payload, std::size_t payload_len,
                       bool& wait_for_recv);
     // An ACK: the oldest request in flight completes. False when the queue
     // pair failed (nothing answered by an ACK was in flight, or a local
