@@ -393,10 +393,10 @@ void serve(End& end)
             die("unknown control message", DAT_INTERNAL_ERROR);
         // Every ping has its receive posted before the client may send it:
         // the first here, each next one right after the pong that lets the
-        // client send it. Between a ping's arrival and its pong nothing
-        // else runs (as in ucx_perftest's loop): the pong's receive and the
-        // last pong's send completion, whose ACK came with this ping, are
-        // taken after it.
+        // client send it. Between a ping's arrival and its pong nothing else
+        // runs, as in ucx_perftest's loop: the next ping's receive is posted,
+        // and the previous pong's send completion (its ACK came with this
+        // ping) reaped, after the pong is sent.
         end.post_recv(c.size);
         end.send_control(Control{kMagic, Op::latency, c.size, c.count}); // ready
         for (std::uint64_t i = 0; i < c.count; ++i) {
