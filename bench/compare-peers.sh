@@ -125,19 +125,8 @@ metrics=(lat8 lat4k bw1m)
 
 # --- running a pair of processes ----------------------------------------------------
 
-# Waits until something listens on TCP port $1 (or, for fastdapl-shm, on
-# its abstract Unix name for that port), or process $2 has gone.
-wait_listen() {
-    local hex
-    hex=$(printf '%04X' "$1")
-    for _ in $(seq 1 400); do
-        grep -qiE ":$hex [0-9A-F]+:[0-9A-F]{4} 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
-        grep -q " @fastdapl-shm/$(id -u)/$1\$" /proc/net/unix 2>/dev/null && return 0
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.05
-    done
-    return 1
-}
+# wait_listen PORT PID (bench/wait-listen.sh)
+. "$here/wait-listen.sh"
 
 # run_pair LOG: the server command in array S, then the client in array C,
 # both with the environment in array E; the client's output in LOG.

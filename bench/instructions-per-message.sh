@@ -88,19 +88,8 @@ else
     echo "# ucx_perftest: missing (Debian: apt-get install ucx-utils), skipped" >&2
 fi
 
-# Waits until something listens on TCP port $1 or on fastdapl-shm's
-# abstract name for it, or process $2 has gone.
-wait_listen() {
-    local hex
-    hex=$(printf '%04X' "$1")
-    for _ in $(seq 1 400); do
-        grep -qiE ":$hex [0-9A-F]+:[0-9A-F]{4} 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
-        grep -q " @fastdapl-shm/$(id -u)/$1\$" /proc/net/unix 2>/dev/null && return 0
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.05
-    done
-    return 1
-}
+# wait_listen PORT PID (bench/wait-listen.sh)
+. "$here/wait-listen.sh"
 
 # The client's instructions (its main thread) for CASE SIZE ROUND_TRIPS.
 count() {
