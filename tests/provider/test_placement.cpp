@@ -400,10 +400,19 @@ TEST(SendBuffers, SizedForAPeerOnThisHost)
     ASSERT_EQ(e.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
     const auto sockets = new_sockets(before, lanes ? 4 : 2);
     ASSERT_EQ(sockets.size(), lanes ? 4u : 2u);
+    // A lane's socket is connected (and seen here) a moment before the CM
+    // thread hands it to its queue pair, which sizes it first: wait for
+    // that, up to 5 s (the write may have gone whole, without the lane).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     for (const auto& [fd, received] : sockets) {
         int bytes = 0;
-        socklen_t len = sizeof bytes;
-        ASSERT_EQ(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len), 0);
+        for (;;) {
+            socklen_t len = sizeof bytes;
+            ASSERT_EQ(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len), 0);
+            if (bytes == expected || std::chrono::steady_clock::now() >= deadline)
+                break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
         EXPECT_EQ(bytes, expected) << "socket " << fd << " (asked " << asked << ", net.core.wmem_max " << wmem_max
                                    << ")";
     }
