@@ -2213,6 +2213,16 @@ bool Device::handle_frame(Qp& qp, const WireHeader& h, const std::uint8_t* paylo
             return true;
         }
         const std::uint32_t max_sge = qp.srq_ ? qp.srq_->max_sge_ : qp.rq_stride_ / 16;
+        // The message is in receive WQE `index`: its completion, and the ACK it owes.
+        auto send_arrived = [&](std::uint32_t index) {
+            push_receive({static_cast<std::uint8_t>((h.flags & kImm)          ? MLX5_CQE_RESP_SEND_IMM
+                                                    : (h.flags & kInvalidate) ? MLX5_CQE_RESP_SEND_INV
+                                                                              : MLX5_CQE_RESP_SEND),
+                          0, (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
+                          static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
+            queue_ack(qp);
+            return true;
+        };
         // The common case first, without the loops below: a receive of one
         // segment (the list ends after it), a message that fits, no key to
         // invalidate. The same check and placement as below; anything that
@@ -2225,14 +2235,8 @@ bool Device::handle_frame(Qp& qp, const WireHeader& h, const std::uint8_t* paylo
             if (memory_.check(be32toh(segs[0].lkey), be64toh(segs[0].addr), be32toh(segs[0].byte_count), kLocalWrite,
                               qp.srq_ ? qp.srq_->pd_ : qp.pd_, 0, &host)) {
                 const Piece piece{reinterpret_cast<void*>(host), payload, payload_len};
-                if (guarded_place(&piece, 1)) {
-                    push_receive({static_cast<std::uint8_t>((h.flags & kImm) ? MLX5_CQE_RESP_SEND_IMM
-                                                                              : MLX5_CQE_RESP_SEND),
-                                  0, (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
-                                  static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
-                    queue_ack(qp);
-                    return true;
-                }
+                if (guarded_place(&piece, 1))
+                    return send_arrived(index);
             }
         }
         std::uint64_t capacity = 0;
@@ -2275,14 +2279,7 @@ bool Device::handle_frame(Qp& qp, const WireHeader& h, const std::uint8_t* paylo
             refuse(qp, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, local);
             return false;
         }
-        push_receive({static_cast<std::uint8_t>((h.flags & kImm)          ? MLX5_CQE_RESP_SEND_IMM
-                                                : (h.flags & kInvalidate) ? MLX5_CQE_RESP_SEND_INV
-                                                                          : MLX5_CQE_RESP_SEND),
-                      0,
-                      (h.flags & kSolicited) != 0, static_cast<std::uint16_t>(index),
-                      static_cast<std::uint32_t>(payload_len), htobe32(h.aux), qp.qpn_});
-        queue_ack(qp);
-        return true;
+        return send_arrived(index);
     }
     case kWrite: {
         // The target range first: a refused write takes no receive buffer.
