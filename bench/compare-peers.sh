@@ -37,6 +37,7 @@ EOF
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/peers-common.sh"
 build=$(cd "$here/.." && pwd)/build
 rounds=3
 port=21300
@@ -60,14 +61,7 @@ if [ "$port" -lt 1024 ] || [ "$port" -gt 65000 ]; then
     echo "compare-peers: -p: from 1024 to 65000, not $port" >&2
     exit 2
 fi
-[ -d "$build" ] && build=$(cd "$build" && pwd)
-dat_perf=$build/tools/dat_perf/dat_perf
-if [ ! -x "$dat_perf" ]; then
-    echo "compare-peers: no $dat_perf: build fastdapl first (meson setup build && ninja -C build), or -B DIR" >&2
-    exit 1
-fi
-export DAT_OVERRIDE=${DAT_OVERRIDE:-$build/dat.conf}
-export LD_LIBRARY_PATH="$build/src/registry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+use_build compare-peers
 
 # Bandwidth: 2,000 MiB a run, so that fastdapl-shm's and UCX's fastest runs
 # last 0.1 s, not the 25 ms of 500 messages, where one hiccup of the host's
@@ -125,8 +119,7 @@ metrics=(lat8 lat4k bw1m)
 
 # --- running a pair of processes ----------------------------------------------------
 
-# wait_listen PORT PID (bench/wait-listen.sh)
-. "$here/wait-listen.sh"
+# wait_listen PORT PID (bench/peers-common.sh)
 
 # run_pair LOG: the server command in array S, then the client in array C,
 # both with the environment in array E; the client's output in LOG.

@@ -36,6 +36,7 @@ EOF
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/peers-common.sh"
 build=$(cd "$here/.." && pwd)/build
 counts=2000,12000
 sizes=8,4096
@@ -67,14 +68,7 @@ done
 for tool in valgrind callgrind_annotate; do
     command -v $tool >/dev/null || { echo "instructions-per-message: needs $tool (apt-get install valgrind)" >&2; exit 1; }
 done
-[ -d "$build" ] && build=$(cd "$build" && pwd)
-dat_perf=$build/tools/dat_perf/dat_perf
-if [ ! -x "$dat_perf" ]; then
-    echo "instructions-per-message: no $dat_perf: build fastdapl first, or -B DIR" >&2
-    exit 1
-fi
-export DAT_OVERRIDE=${DAT_OVERRIDE:-$build/dat.conf}
-export LD_LIBRARY_PATH="$build/src/registry${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+use_build instructions-per-message
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -88,8 +82,7 @@ else
     echo "# ucx_perftest: missing (Debian: apt-get install ucx-utils), skipped" >&2
 fi
 
-# wait_listen PORT PID (bench/wait-listen.sh)
-. "$here/wait-listen.sh"
+# wait_listen PORT PID (bench/peers-common.sh)
 
 # The client's instructions (its main thread) for CASE SIZE ROUND_TRIPS.
 count() {
