@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,21 @@ namespace {
 constexpr std::uint64_t kListenerBit = 1ull << 63;
 
 void* context_of(std::uint64_t v) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(v)); }
+
+// FASTDAPL_DEBUG's lines, with the monotonic clock in milliseconds: the
+// disconnect's steps on two hosts are told apart by their times.
+[[gnu::format(printf, 1, 2)]] void debug_line(const char* format, ...)
+{
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    char text[256];
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    std::fprintf(stderr, "fastdapl: [%lld.%03ld] rdma_cm %s\n", static_cast<long long>(now.tv_sec),
+                 now.tv_nsec / 1'000'000, text);
+}
 
 // IB CM reject reasons that rdma_cm passes up in the event status.
 constexpr int kRejectConsumer = 28;    // the peer's consumer said no
@@ -173,14 +189,21 @@ RdmaCm::~RdmaCm()
     // Disconnect requests still unanswered get a little time to go out and
     // be answered (the thread destroys each id when its answer comes).
     const auto until = std::chrono::steady_clock::now() + kCloseLinger;
-    while (thread_.joinable() && std::chrono::steady_clock::now() < until) {
+    std::size_t unanswered = 0;
+    for (bool first = true; thread_.joinable(); first = false) {
         {
             std::lock_guard lock(mutex_);
-            if (std::none_of(conns_.begin(), conns_.end(), [](const auto& kv) { return kv.second.lingering; }))
-                break;
+            unanswered = static_cast<std::size_t>(
+                std::count_if(conns_.begin(), conns_.end(), [](const auto& kv) { return kv.second.lingering; }));
         }
+        if (debug_ && first && unanswered > 0)
+            debug_line("closing: waiting for the answers to %zu disconnect requests", unanswered);
+        if (unanswered == 0 || std::chrono::steady_clock::now() >= until)
+            break;
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    if (debug_ && unanswered > 0)
+        debug_line("closing: %zu disconnect requests unanswered, their ids destroyed", unanswered);
     stop_ = true;
     if (thread_.joinable()) {
         wake();
@@ -406,6 +429,8 @@ void RdmaCm::disconnect(std::uint64_t id)
         rdma_disconnect(c.id); // DREQ to the peer; the queue pair goes to error
         move_to_error(c.qp);   // whatever the transport does there, ours flushes
         c.state = State::disconnecting; // DISCONNECTED follows (DREP, or its timeout)
+        if (debug_)
+            debug_line("disconnect requested on id %llu", static_cast<unsigned long long>(id));
         return;
     }
     move_to_error(c.qp);
@@ -425,6 +450,9 @@ void RdmaCm::release(std::uint64_t id)
         c.id->qp = nullptr; // the endpoint frees its queue pair now
         c.qp = nullptr;
         c.deadline = std::chrono::steady_clock::now() + kDisconnectLinger;
+        if (debug_)
+            debug_line("id %llu released; it stays until its disconnect request is answered",
+                       static_cast<unsigned long long>(id));
         wake();
         return;
     }
@@ -658,8 +686,8 @@ void RdmaCm::run()
             }
             rdma_ack_cm_event(ev);
             if (debug_)
-                std::fprintf(stderr, "fastdapl: rdma_cm %s (status %d) on id %llu\n", rdma_event_str(e.type), e.status,
-                             static_cast<unsigned long long>(e.context));
+                debug_line("%s (status %d) on id %llu", rdma_event_str(e.type), e.status,
+                           static_cast<unsigned long long>(e.context));
             events.push_back(std::move(e));
         }
         {
@@ -673,6 +701,9 @@ void RdmaCm::run()
                 if (c.deadline > now)
                     continue;
                 if (c.lingering) { // no answer: the peer will not hear more from us
+                    if (debug_)
+                        debug_line("id %llu: no answer to its disconnect request; destroyed",
+                                   static_cast<unsigned long long>(id));
                     destroy_locked(c);
                     conns_.erase(id);
                     continue;
