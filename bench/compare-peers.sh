@@ -12,7 +12,8 @@
 # Measures one-way latency at 8 B and 4 KiB (µs) and bandwidth at 1 MiB
 # (MB/s = 10^6 bytes/s: dat_perf's RDMA writes with a window in flight,
 # ucx's tag_bw stream; fi_pingpong has ping-pong only, one message in
-# flight). Prints the medians and the ratios ours / peer. Not a CI test:
+# flight). Prints the medians, the ratios ours / peer of the medians, and
+# paired ratios (the median of each round's ours / peer). Not a CI test:
 # on a shared or loaded machine the numbers are noise.
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) 2026 the fastdapl authors
@@ -32,7 +33,10 @@ environment: DAT_OVERRIDE (default DIR/dat.conf) picks the dat.conf whose
 fastdapl-tcp / fastdapl-shm lines are measured.
 latency: one-way, µs (dat_perf and ucx: median; fi_pingpong: mean of a
 ping-pong); bandwidth: MB/s = 10^6 bytes per second (ucx's MiB/s converted).
-ratios: ours / peer; latency above 1 or bandwidth below 1: we are slower.
+ratios: ours / peer; latency above 1 or bandwidth below 1: we are slower;
+paired: the median over the rounds of each round's ratio (cases of one metric
+run back to back, seconds apart, so a host that changes speed between rounds
+moves both sides of a round's ratio alike).
 EOF
 }
 
@@ -236,7 +240,7 @@ for ((r = 1; r <= rounds; r++)); do
             printf '\r\033[Kround %d: %s %s' "$r" "$(label "$c")" "$m" >&2
             next_port # here, not in measure's subshell
             if v=$(measure "$c" "$m" "$log") && [ -n "$v" ]; then
-                echo "$v" >>"$work/$id.$m"
+                echo "$r $v" >>"$work/$id.$m" # the round, for the paired ratios
             else
                 echo "round $r: $(label "$c") $m failed (see ${log##*/}; -k DIR keeps it)" >>"$work/failures"
             fi
@@ -247,15 +251,22 @@ printf '\r\033[K' >&2
 
 # --- the tables -----------------------------------------------------------------------
 
+values_file() { echo "$work/$(echo "$1" | tr ':' '_').$2"; } # CASE METRIC: its "ROUND VALUE" lines
 value() { # CASE METRIC: the median, or "-"
     local f
-    f="$work/$(echo "$1" | tr ':' '_').$2"
-    if [ -s "$f" ]; then median <"$f"; else echo "-"; fi
+    f=$(values_file "$1" "$2")
+    if [ -s "$f" ]; then awk '{ print $2 }' "$f" | median; else echo "-"; fi
 }
 rounds_of() {
     local f
-    f="$work/$(echo "$1" | tr ':' '_').$2"
-    if [ -s "$f" ]; then awk '{ printf "%s%.4g", (NR > 1 ? " " : ""), $1 }' "$f"; fi
+    f=$(values_file "$1" "$2")
+    if [ -s "$f" ]; then awk '{ printf "%s%.4g", (NR > 1 ? " " : ""), $2 }' "$f"; fi
+}
+paired_ratio() { # OURS PEER METRIC: the median over the rounds of ours / peer in each round, or "-"
+    local a b
+    a=$(values_file "$1" "$3") b=$(values_file "$2" "$3")
+    [ -s "$a" ] && [ -s "$b" ] || { echo "-"; return; }
+    awk 'NR == FNR { v[$1] = $2; next } ($1 in v) && $2 > 0 { print v[$1] / $2 }' "$a" "$b" | median
 }
 
 echo "compare-peers on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ): median of $rounds interleaved round(s)," \
@@ -278,24 +289,34 @@ for c in "${cases[@]}"; do
     echo
 done
 echo
-echo "ratios ours / peer (latency above 1, bandwidth below 1: fastdapl is slower)"
-printf '%-36s %-30s %9s %9s %9s\n' "ours" "peer" "lat 8 B" "lat 4 KiB" "bw 1 MiB"
-for o in "${cases[@]}"; do
-    case $o in ours:*) ;; *) continue ;; esac
-    for p in "${cases[@]}"; do
-        case $p in ours:*) continue ;; esac
-        printf '%-36s %-30s' "$(label "$o")" "$(label "$p")"
-        for m in "${metrics[@]}"; do
-            a=$(value "$o" "$m") b=$(value "$p" "$m")
-            if [ "$a" = - ] || [ "$b" = - ]; then
-                printf ' %9s' -
-            else
-                awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf " %9.2f", a / b; else printf " %9s", "-" }'
-            fi
+ratio_of_medians() { # OURS PEER METRIC
+    local a b
+    a=$(value "$1" "$3") b=$(value "$2" "$3")
+    if [ "$a" = - ] || [ "$b" = - ]; then echo "-"; else awk -v a="$a" -v b="$b" 'BEGIN { print (b > 0 ? a / b : "-") }'; fi
+}
+ratio_table() { # FUNCTION: a row per (ours, peer), FUNCTION OURS PEER METRIC in each column
+    printf '%-36s %-30s %9s %9s %9s\n' "ours" "peer" "lat 8 B" "lat 4 KiB" "bw 1 MiB"
+    local o p m v
+    for o in "${cases[@]}"; do
+        case $o in ours:*) ;; *) continue ;; esac
+        for p in "${cases[@]}"; do
+            case $p in ours:*) continue ;; esac
+            printf '%-36s %-30s' "$(label "$o")" "$(label "$p")"
+            for m in "${metrics[@]}"; do
+                v=$("$1" "$o" "$p" "$m")
+                if [ "$v" = - ]; then printf ' %9s' -; else printf ' %9.2f' "$v"; fi
+            done
+            echo
         done
-        echo
     done
-done
+}
+echo "ratios ours / peer (latency above 1, bandwidth below 1: fastdapl is slower)"
+ratio_table ratio_of_medians
+echo
+echo "paired ratios: the median over the rounds of each round's ours / peer (the two ran seconds"
+echo "apart, so a change of the host's speed between rounds cancels out; read these where the"
+echo "rounds' values move together)"
+ratio_table paired_ratio
 echo
 echo "each round's values (the medians come from these):"
 for c in "${cases[@]}"; do
