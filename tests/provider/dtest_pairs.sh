@@ -29,7 +29,8 @@ fail=0
 # dtest's server first listens on TCP 15828 (0x3DD4) for its own exchange
 # of parameters, then on connection qualifier 45248 (0xB0C0); dtestsrq's
 # on 45248 only.
-listening() { grep -qiE ":(3DD4|B0C0) .* 0A " /proc/net/tcp; }
+. "$(dirname "$0")/listening.sh"
+listening() { listening_on 15828 45248; }
 
 run_pair() { # program, label, registry(ours|debian), options...
     local program=$1 label=$2 registry=$3; shift 3

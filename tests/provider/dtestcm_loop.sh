@@ -37,7 +37,8 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 # dtestcm's server listens on TCP 15828 (0x3DD4) to hand its address over,
 # after its PSP (45248, 0xB0C0) is up.
-listening() { grep -qiE ":(3DD4|B0C0) .* 0A " /proc/net/tcp; }
+. "$(dirname "$0")/listening.sh"
+listening() { listening_on 15828 45248; }
 
 # check_events FILE N SIDE: one ESTABLISHED then one DISCONNECTED per EP,
 # N EPs; on the server the N ESTABLISHED come first.
@@ -62,7 +63,7 @@ run_pair() { # connections, label: 0 when both sides passed and their events che
     "${env_common[@]}" FASTDAPL_DTESTCM_EVENTS="$s.events" \
         timeout 120 stdbuf -oL dtestcm -P fastdapl-tcp -s -c "$n" >"$s" 2>&1 &
     local server=$!
-    for _ in $(seq 1 200); do grep -qiE ":3DD4 .* 0A " /proc/net/tcp && break; sleep 0.05; done
+    for _ in $(seq 1 200); do listening_on 15828 && break; sleep 0.05; done
     "${env_common[@]}" FASTDAPL_DTESTCM_EVENTS="$c.events" FASTDAPL_DTESTCM_SERVER_LOG="$s" \
         timeout 120 stdbuf -oL dtestcm -P fastdapl-tcp -h 127.0.0.1 -c "$n" >"$c" 2>&1
     local crc=$?

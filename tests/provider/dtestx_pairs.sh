@@ -23,7 +23,8 @@ fail=0
 passed="IB extension test - immed/atomic test PASSED"
 # dtestx's server listens on TCP 15828 (0x3DD4) for its exchange of
 # addresses, then on connection qualifier 31112 (0x7988).
-listening() { grep -qiE ":(3DD4|7988) .* 0A " /proc/net/tcp; }
+. "$(dirname "$0")/listening.sh"
+listening() { listening_on 15828 31112; }
 
 run_pair() { # label, registry(ours|debian), options...
     local label=$1 registry=$2; shift 2
