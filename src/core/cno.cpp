@@ -194,6 +194,10 @@ DAT_RETURN cno_trigger(DAT_CNO_HANDLE handle, DAT_EVD_HANDLE* evd_out)
 void link_cno(Evd* evd, Cno* to)
 {
     Cno* from = evd->cno.exchange(to);
+    if (to && !from) // its completions are told again (Evd::notify_interest)
+        evd->notify_interest.fetch_add(1, std::memory_order_seq_cst);
+    else if (from && !to)
+        evd->notify_interest.fetch_sub(1, std::memory_order_relaxed);
     if (to)
         ++to->users;
     if (evd->completions && (to || from)) // its completions trigger the CNO, or no longer

@@ -36,6 +36,10 @@ public:
     std::condition_variable_any cv;
     std::deque<DAT_EVENT> events;
     int waiters = 0;
+    // Nonzero while a thread waits or a CNO is linked: only then does a
+    // softnic device call this EVD's completion notification (Cq::set_notify;
+    // raised, then a seq_cst fence, before the waiter looks at the CQ).
+    std::atomic<std::uint32_t> notify_interest{0};
     std::uint64_t unwaitable_epoch = 0;         // bumped to release waiters
     bool aborted = false;                       // the IA closed abruptly under a waiter
     std::atomic<bool> overflow_reported{false}; // DAT_ASYNC_ERROR_EVD_OVERFLOW goes out once

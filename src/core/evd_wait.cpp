@@ -102,6 +102,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
     if (evd->waiters > 0)
         return error(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
     ++evd->waiters;
+    evd->notify_interest.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst); // before any look at the CQ (Evd::notify_interest)
     if (evd->completions)
         dp::consumer_waits(evd);
     const std::uint64_t epoch = evd->unwaitable_epoch;
@@ -147,6 +149,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE handle, DAT_TIMEOUT timeout, DAT_COUNT thresh
             timed_out = evd->cv.wait_until(lock, deadline) == std::cv_status::timeout;
     }
     --evd->waiters;
+    evd->notify_interest.fetch_sub(1, std::memory_order_relaxed);
     if (evd->completions && dp::sleeps_on_fd(evd) && evd->cno.load()) // the CNO's trigger may have been taken here
         dp::arm(evd);
     if (evd->aborted)

@@ -755,13 +755,8 @@ void Device::disconnect(Qp* qp)
         flush_all(*qp);
     }
     qp->state_.store(QpState::error, std::memory_order_release);
-    for (Cq* cq : {qp->send_cq_, qp->recv_cq_}) {
-        if (cq->pushed_) {
-            cq->pushed_ = false;
-            if (auto fn = cq->notify_.load(std::memory_order_acquire))
-                fn(cq->notify_context_);
-        }
-    }
+    Cq* const cqs[] = {qp->send_cq_, qp->recv_cq_};
+    notify_cqs(cqs, 2);
 }
 
 void Device::disconnect_gracefully(Qp* qp)
@@ -819,13 +814,8 @@ bool Device::kick(Qp* qp)
     flush_output(*qp);
     if (qp->state() == QpState::ready)
         update_epoll(*qp);
-    for (Cq* cq : {qp->send_cq_, qp->recv_cq_}) { // a local error completes at once
-        if (cq->pushed_) {
-            cq->pushed_ = false;
-            if (auto fn = cq->notify_.load(std::memory_order_acquire))
-                fn(cq->notify_context_);
-        }
-    }
+    Cq* const cqs[] = {qp->send_cq_, qp->recv_cq_}; // a local error completes at once
+    notify_cqs(cqs, 2);
     return true;
 }
 
@@ -930,12 +920,32 @@ void Device::ring_round_locked()
 void Device::notify_pushed()
 {
     cq_attention_ = false; // what it was raised for is done (rounds handle overflows first)
-    for (Cq* cq : cqs_) { // waiters are told once per round, not once per CQE
+    notify_cqs(cqs_.data(), cqs_.size()); // waiters are told once per round, not once per CQE
+}
+
+void Device::notify_cqs(Cq* const* cqs, std::size_t n)
+{
+    bool fenced = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        Cq* cq = cqs[i];
         if (!cq->pushed_)
             continue;
         cq->pushed_ = false;
-        if (auto fn = cq->notify_.load(std::memory_order_acquire))
-            fn(cq->notify_context_);
+        auto fn = cq->notify_.load(std::memory_order_acquire);
+        if (!fn)
+            continue;
+        // A busy poller's CQ (nobody waits, no CNO) is not told: the
+        // notification takes the EVD's lock, twice a round trip. The
+        // fence orders the CQEs written before the look at the word.
+        if (cq->interest_) {
+            if (!fenced) {
+                std::atomic_thread_fence(std::memory_order_seq_cst);
+                fenced = true;
+            }
+            if (cq->interest_->load(std::memory_order_relaxed) == 0 && !cq->overflowed())
+                continue;
+        }
+        fn(cq->notify_context_);
     }
 }
 

@@ -121,9 +121,14 @@ public:
     bool overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
 
     // Called on the engine's thread after it wrote CQEs (to wake a waiter).
-    void set_notify(void (*notify)(void*), void* context)
+    // With `interest`, only while that word is nonzero (someone waits or
+    // watches) or the CQ overflowed: its owner raises the word, fences
+    // (seq_cst), then looks at the CQ; the device writes CQEs, fences, then
+    // reads the word, so that one of the two sees the other's store.
+    void set_notify(void (*notify)(void*), void* context, const std::atomic<std::uint32_t>* interest = nullptr)
     {
         notify_context_ = context;
+        interest_ = interest;
         notify_.store(notify, std::memory_order_release);
     }
 
@@ -153,6 +158,7 @@ private:
     mlx5dv_cq dv_{};
     std::atomic<void (*)(void*)> notify_{nullptr};
     void* notify_context_ = nullptr;
+    const std::atomic<std::uint32_t>* interest_ = nullptr;
     bool pushed_ = false; // since the last notification
     bool* attention_ = nullptr; // the device's cq_attention_, raised by every push
     bool* overflow_seen_ = nullptr; // the device's, raised when a push finds the CQ full
@@ -606,6 +612,9 @@ private:
     void ring_round_locked();
     // Calls the notification of every CQ that CQEs were written to.
     void notify_pushed();
+    // The same for the `n` CQs `cqs` (one may come twice): those written to
+    // since their last notification and wanted (Cq::set_notify).
+    static void notify_cqs(Cq* const* cqs, std::size_t n);
     // Fails the queue pairs of every CQ that overflowed since the last
     // look; true when there was one.
     bool handle_overflows();

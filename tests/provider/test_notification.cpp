@@ -1,9 +1,11 @@
 // libfastdapl through the public DAT API: consumer notification objects
-// (CNO), their link to EVDs, and asynchronous overflow reports.
+// (CNO), their link to EVDs, asynchronous overflow reports, and the
+// notifications that wake a thread waiting for a completion.
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 the fastdapl authors
 #include <dat2/udat.h>
 
+#include "connect_through_psp.hpp"
 #include "test_ia.hpp"
 
 #include <gtest/gtest.h>
@@ -14,9 +16,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
+#include <vector>
 
 namespace {
+
+// dat_evd_wait sleeps at once, without polling the device first: every
+// completion a waiter gets then comes through the device's notification
+// (set before the provider reads it, at its first wait).
+[[maybe_unused]] const bool kNoWaitSpin = ::setenv("FASTDAPL_WAIT_SPIN_US", "0", 1) == 0;
 
 constexpr DAT_RETURN kOk = DAT_SUCCESS;
 constexpr DAT_TIMEOUT kSecond = 1000000;
@@ -46,6 +55,73 @@ protected:
     }
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+};
+
+// Two endpoints of the fixture's IA connected to each other, each with its
+// own DTO EVD, and a registered buffer: what the completion tests use.
+struct Connected {
+    explicit Connected(DAT_IA_HANDLE ia_) : ia(ia_) { open(); }
+    void open()
+    {
+        ASSERT_EQ(dat_pz_create(ia, &pz), kOk);
+        for (DAT_EVD_HANDLE* evd : {&dto_a, &dto_b})
+            ASSERT_EQ(dat_evd_create(ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd), kOk);
+        for (DAT_EVD_HANDLE* evd : {&conn_a, &conn_b, &cr})
+            ASSERT_EQ(dat_evd_create(ia, 8, DAT_HANDLE_NULL,
+                                     evd == &cr ? DAT_EVD_CR_FLAG : DAT_EVD_CONNECTION_FLAG, evd),
+                      kOk);
+        ASSERT_EQ(dat_ep_create(ia, pz, dto_a, dto_a, conn_a, nullptr, &a), kOk);
+        ASSERT_EQ(dat_ep_create(ia, pz, dto_b, dto_b, conn_b, nullptr, &b), kOk);
+        DAT_IA_ATTR attr{};
+        ASSERT_EQ(dat_ia_query(ia, nullptr, DAT_IA_FIELD_ALL, &attr, 0, nullptr), kOk);
+        fastdapl_test::connect_through_psp(ia, attr.ia_address_ptr, cr, a, conn_a, b, conn_b);
+        DAT_REGION_DESCRIPTION region{};
+        region.for_va = buffer.data();
+        DAT_LMR_HANDLE lmr;
+        DAT_RMR_CONTEXT rmr;
+        DAT_VLEN size;
+        DAT_VADDR va;
+        ASSERT_EQ(dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, buffer.size(), pz, DAT_MEM_PRIV_ALL_FLAG,
+                                 DAT_VA_TYPE_VA, &lmr, &lkey, &rmr, &size, &va),
+                  kOk);
+    }
+    // 8 bytes at `offset` of the buffer.
+    DAT_LMR_TRIPLET piece(std::size_t offset) const
+    {
+        DAT_LMR_TRIPLET t{};
+        t.lmr_context = lkey;
+        t.virtual_address = reinterpret_cast<DAT_VADDR>(buffer.data() + offset);
+        t.segment_length = 8;
+        return t;
+    }
+    DAT_RETURN receive(DAT_EP_HANDLE ep, std::size_t offset)
+    {
+        DAT_LMR_TRIPLET iov = piece(offset);
+        return dat_ep_post_recv(ep, 1, &iov, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG);
+    }
+    DAT_RETURN send(DAT_EP_HANDLE ep, std::size_t offset)
+    {
+        DAT_LMR_TRIPLET iov = piece(offset);
+        return dat_ep_post_send(ep, 1, &iov, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG);
+    }
+    // The next event of a DTO EVD by dat_evd_wait (which sleeps at once): a
+    // successful completion of `operation`, within 5 s.
+    static bool completed(DAT_EVD_HANDLE evd, DAT_DTOS operation)
+    {
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
+        return dat_evd_wait(evd, 5 * kSecond, 1, &e, &nmore) == kOk && e.event_number == DAT_DTO_COMPLETION_EVENT &&
+               e.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS &&
+               e.event_data.dto_completion_event_data.operation == operation;
+    }
+
+    DAT_IA_HANDLE ia;
+    DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE dto_a = DAT_HANDLE_NULL, dto_b = DAT_HANDLE_NULL, conn_a = DAT_HANDLE_NULL,
+                   conn_b = DAT_HANDLE_NULL, cr = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE a = DAT_HANDLE_NULL, b = DAT_HANDLE_NULL;
+    std::vector<char> buffer = std::vector<char>(4096);
+    DAT_LMR_CONTEXT lkey = 0;
 };
 
 struct AgentLog {
@@ -153,6 +229,91 @@ TEST_F(Notification, WaitTimesOutEmptyThenReturnsTheTriggeringEvd)
     ASSERT_EQ(post(b), kOk);
     evd_waiter.join();
     EXPECT_EQ(type_of(dat_cno_wait(cno, 1000, &hint)), t(DAT_QUEUE_EMPTY));
+}
+
+// Both sides of a ping-pong wait in dat_evd_wait, which sleeps at once: each
+// completion reaches its waiter only through the device's notification
+// (the device skips it for EVDs that nobody waits on or watches, so the
+// waiter must be seen in time, every time). A lost wake-up is a 5 s
+// timeout here.
+TEST_F(Notification, WaitersThatSleepAtOnceAreWokenByEveryCompletion)
+{
+    Connected c(ia);
+    ASSERT_FALSE(HasFatalFailure());
+    constexpr int kRounds = 2000;
+    std::atomic<int> echoed{0};
+    std::thread echo([&] {
+        for (int i = 0; i < kRounds; ++i) {
+            if (!Connected::completed(c.dto_b, DAT_DTO_RECEIVE))
+                return;
+            if (c.receive(c.b, 1024) != kOk || c.send(c.b, 2048) != kOk ||
+                !Connected::completed(c.dto_b, DAT_DTO_SEND))
+                return;
+            ++echoed;
+        }
+    });
+    ASSERT_EQ(c.receive(c.b, 1024), kOk);
+    int rounds = 0;
+    for (; rounds < kRounds; ++rounds) {
+        if (c.receive(c.a, 0) != kOk || c.send(c.a, 512) != kOk)
+            break;
+        // The reply's and the send's completions, in either order.
+        DAT_EVENT e{};
+        DAT_COUNT nmore;
+        bool got_reply = false, got_send = false, fine = true;
+        while (fine && !(got_reply && got_send)) {
+            fine = dat_evd_wait(c.dto_a, 5 * kSecond, 1, &e, &nmore) == kOk &&
+                   e.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS;
+            got_reply |= fine && e.event_data.dto_completion_event_data.operation == DAT_DTO_RECEIVE;
+            got_send |= fine && e.event_data.dto_completion_event_data.operation == DAT_DTO_SEND;
+        }
+        if (!fine)
+            break;
+    }
+    echo.join();
+    EXPECT_EQ(rounds, kRounds);
+    EXPECT_EQ(echoed.load(), kRounds);
+}
+
+// A DTO EVD linked to a CNO triggers it with its completions, also while
+// nobody waits on the EVD; unlinked it does not, linked again it does.
+TEST_F(Notification, CompletionsTriggerTheLinkedCnoUntilUnlinked)
+{
+    Connected c(ia);
+    ASSERT_FALSE(HasFatalFailure());
+    DAT_CNO_HANDLE cno;
+    ASSERT_EQ(dat_cno_create(ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno), kOk);
+    ASSERT_EQ(dat_evd_modify_cno(c.dto_b, cno), kOk);
+    DAT_EVD_HANDLE hint = DAT_HANDLE_NULL;
+    DAT_EVENT e{};
+    for (int linked : {1, 0, 1}) {
+        ASSERT_EQ(c.receive(c.b, 1024), kOk);
+        ASSERT_EQ(c.send(c.a, 0), kOk);
+        if (linked) {
+            ASSERT_EQ(dat_cno_wait(cno, 5 * kSecond, &hint), kOk);
+            EXPECT_EQ(hint, c.dto_b);
+        } else {
+            EXPECT_EQ(type_of(dat_cno_wait(cno, kSecond / 2, &hint)), t(DAT_QUEUE_EMPTY));
+        }
+        // The receive is there either way (the CNO is only told of it).
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        DAT_RETURN rc;
+        while (DAT_GET_TYPE(rc = dat_evd_dequeue(c.dto_b, &e)) == DAT_QUEUE_EMPTY &&
+               std::chrono::steady_clock::now() < until) {
+        }
+        ASSERT_EQ(rc, kOk);
+        EXPECT_EQ(e.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE);
+        ASSERT_TRUE(Connected::completed(c.dto_a, DAT_DTO_SEND));
+        // A second trigger for the same completion (the software mlx5
+        // device's direct path gives two: a verbs IA's device thread
+        // re-arms the CQ over the CQE not yet reaped) is taken before the
+        // link changes, so that each round sees only its own.
+        while (dat_cno_wait(cno, kSecond / 10, &hint) == kOk) {
+        }
+        ASSERT_EQ(dat_evd_modify_cno(c.dto_b, linked ? DAT_HANDLE_NULL : cno), kOk);
+    }
+    ASSERT_EQ(dat_evd_modify_cno(c.dto_b, DAT_HANDLE_NULL), kOk);
+    EXPECT_EQ(dat_cno_free(cno), kOk);
 }
 
 TEST_F(Notification, AgentIsCalledOnceThenDetached)

@@ -206,7 +206,7 @@ DAT_RETURN SoftnicPath::create_completions(Evd& evd)
         return error(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     c->view.init(c->cq->descriptor());
     evd.completions = c.release();
-    static_cast<SoftnicCompletions*>(evd.completions)->cq->set_notify(&completions_notified, &evd);
+    static_cast<SoftnicCompletions*>(evd.completions)->cq->set_notify(&completions_notified, &evd, &evd.notify_interest);
     return DAT_SUCCESS;
 }
 
