@@ -125,7 +125,7 @@ public:
     // watches) or the CQ overflowed: its owner raises the word, fences
     // (seq_cst), then looks at the CQ; the device writes CQEs, fences, then
     // reads the word, so that one of the two sees the other's store.
-    void set_notify(void (*notify)(void*), void* context, const std::atomic<std::uint32_t>* interest = nullptr)
+    void set_notify(void (*notify)(void*), void* context, std::atomic<std::uint32_t>* interest = nullptr)
     {
         notify_context_ = context;
         interest_ = interest;
@@ -158,7 +158,7 @@ private:
     mlx5dv_cq dv_{};
     std::atomic<void (*)(void*)> notify_{nullptr};
     void* notify_context_ = nullptr;
-    const std::atomic<std::uint32_t>* interest_ = nullptr;
+    std::atomic<std::uint32_t>* interest_ = nullptr; // not const: TSan builds read it with an RMW
     bool pushed_ = false; // since the last notification
     bool* attention_ = nullptr; // the device's cq_attention_, raised by every push
     bool* overflow_seen_ = nullptr; // the device's, raised when a push finds the CQ full
