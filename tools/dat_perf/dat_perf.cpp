@@ -123,6 +123,9 @@ struct AcceptData {
 };
 
 constexpr DAT_TIMEOUT kConnectTimeout = 10'000'000; // µs
+// The kernel's CM sends a lost disconnect request again only after about
+// 6 s (Soft-RoCE with 5% loss), and may need to more than once.
+constexpr DAT_TIMEOUT kDisconnectTimeout = 30'000'000; // µs
 
 // One end: an IA with its objects, and a registered buffer holding a
 // receive area and a send/write area of max_size each.
@@ -227,7 +230,7 @@ public:
         check(dat_ep_get_status(ep_, &state, nullptr, nullptr), "dat_ep_get_status");
         if (state == DAT_EP_STATE_CONNECTED)
             check(dat_ep_disconnect(ep_, DAT_CLOSE_GRACEFUL_FLAG), "dat_ep_disconnect");
-        DAT_EVENT e = wait(conn_evd_, 5'000'000, "disconnect");
+        DAT_EVENT e = wait(conn_evd_, kDisconnectTimeout, "disconnect");
         if (e.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && e.event_number != DAT_CONNECTION_EVENT_BROKEN) {
             std::fprintf(stderr, "dat_perf: disconnect: %s, expected DISCONNECTED\n", event_name(e.event_number));
             std::exit(1);
