@@ -124,7 +124,7 @@ struct AcceptData {
 
 constexpr DAT_TIMEOUT kConnectTimeout = 10'000'000; // µs
 // The kernel's CM sends a lost disconnect request again only after about
-// 6 s (Soft-RoCE with 5% loss), and may need to more than once.
+// 6 s (Soft-RoCE with 5% loss), and may have to send it more than once.
 constexpr DAT_TIMEOUT kDisconnectTimeout = 30'000'000; // µs
 
 // One end: an IA with its objects, and a registered buffer holding a
