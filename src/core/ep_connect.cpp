@@ -24,7 +24,7 @@ void post_connection_event(Ep* ep, DAT_EVENT_NUMBER number, const std::uint8_t* 
 {
     if (!ep->connect_evd)
         return;
-    size = std::min<std::uint32_t>(size, kMaxConnectionPrivateData);
+    size = pdata ? std::min<std::uint32_t>(size, kMaxConnectionPrivateData) : 0;
     ep->event_pdata_size = size;
     if (size)
         std::memcpy(ep->event_pdata, pdata, size);
