@@ -429,6 +429,8 @@ enum class Access {
     send_from,        // a's send from its own unmapped region (8 KiB on an idle queue pair: sent from the segments)
     send_from_small,  // the same, 256 bytes: gathered into the softnic's buffer
                       // (on fastdapl-shm both are first copied in place into the ring, whose fault hands them on)
+    write_into_small, // write_into and send_into with 8 bytes: placed by the small copy
+    send_into_small,  // (fault_guard.cpp), not memcpy under sigsetjmp
 };
 
 class UnmappedRegion : public ::testing::TestWithParam<Access> {};
@@ -439,7 +441,12 @@ TEST_P(UnmappedRegion, BreaksTheConnectionNotTheProcess)
     GTEST_SKIP() << "ThreadSanitizer takes SIGSEGV itself and delivers it late: the fault guard's jump out of a "
                     "faulting copy cannot work under it (the normal and ASan builds run this)";
 #endif
-    const Access access = GetParam();
+    const Access small = GetParam();
+    // The small variants take the large ones' path with an 8-byte message.
+    const bool is_small = small == Access::write_into_small || small == Access::send_into_small;
+    const Access access = small == Access::write_into_small  ? Access::write_into
+                          : small == Access::send_into_small ? Access::send_into
+                                                             : small;
     constexpr std::size_t kBytes = 8192;
     Pair pair;
     ASSERT_TRUE(pair.ok);
@@ -462,9 +469,10 @@ TEST_P(UnmappedRegion, BreaksTheConnectionNotTheProcess)
     ASSERT_EQ(munmap(region, kBytes), 0);
     DAT_RETURN posted = kOk;
     const DAT_DTO_COOKIE cookie{.as_64 = 42};
-    const DAT_LMR_TRIPLET local_good{reinterpret_cast<DAT_VADDR>(good.data()), seg, good_l};
+    const DAT_SEG_LENGTH sent = is_small ? 8 : seg;
+    const DAT_LMR_TRIPLET local_good{reinterpret_cast<DAT_VADDR>(good.data()), sent, good_l};
     const DAT_LMR_TRIPLET local_gone{region_va, seg, region_l};
-    const DAT_RMR_TRIPLET remote_gone{region_va, seg, region_r};
+    const DAT_RMR_TRIPLET remote_gone{region_va, sent, region_r};
     const DAT_RMR_TRIPLET remote_good{reinterpret_cast<DAT_VADDR>(good.data()), seg, good_r};
     // Nothing else took the address meanwhile (else the test proves nothing).
     ASSERT_EQ(msync(region, kBytes, MS_ASYNC), -1);
@@ -496,6 +504,9 @@ TEST_P(UnmappedRegion, BreaksTheConnectionNotTheProcess)
         posted = dat_ep_post_send(pair.a, 1, &small, cookie, DAT_COMPLETION_DEFAULT_FLAG);
         break;
     }
+    case Access::write_into_small: // taken as write_into and send_into above
+    case Access::send_into_small:
+        FAIL() << "not remapped";
     }
     ASSERT_EQ(posted, kOk);
     DAT_EVENT e{};
@@ -540,7 +551,8 @@ TEST_P(UnmappedRegion, BreaksTheConnectionNotTheProcess)
 
 INSTANTIATE_TEST_SUITE_P(Accesses, UnmappedRegion,
                          ::testing::Values(Access::write_into, Access::read_from, Access::send_into,
-                                           Access::read_response_to, Access::send_from, Access::send_from_small));
+                                           Access::read_response_to, Access::send_from, Access::send_from_small,
+                                           Access::write_into_small, Access::send_into_small));
 
 // The guard's handler passes on every fault that is not its own: a
 // consumer's handler installed before the IA opened still gets its faults,
