@@ -244,18 +244,26 @@ bool Cq::push(const Entry& e)
         return false;
     }
     auto* cqe = reinterpret_cast<mlx5_cqe64*>(mem_.get() + static_cast<std::size_t>(pi_ & (cnt_ - 1)) * 64);
-    std::memset(cqe, 0, 63);
-    cqe->byte_cnt = htobe32(e.byte_cnt);
+    // Every byte but op_own is written, field by field (no memset call):
+    // what a device does not fill reads as zero.
+    std::memset(cqe, 0, 32);
+    cqe->srqn_uidx = 0;
     cqe->imm_inval_pkey = e.imm_be;
+    std::memset(&cqe->app, 0, 4);
+    cqe->byte_cnt = htobe32(e.byte_cnt);
+    // The timestamp's bytes: a datagram's sender (datagram_source reads it
+    // back), and in its last byte (55) an error CQE's syndrome.
+    std::uint8_t stamp[8] = {};
+    if (e.src_qpn) { // bit 28 of flags_rqpn: a GRH is in the buffer, as mlx5 says
+        cqe->flags_rqpn = htobe32((e.src_qpn & 0xffffff) | 1u << 28);
+        std::memcpy(stamp, &e.src_addr, 4);
+        std::memcpy(stamp + 4, &e.src_port, 2);
+    }
+    stamp[7] = e.syndrome;
+    std::memcpy(&cqe->timestamp, stamp, 8);
     cqe->sop_drop_qpn = htobe32(e.qpn & 0xffffff);
     cqe->wqe_counter = htobe16(e.wqe_counter);
-    if (e.src_qpn) { // a datagram's sender (datagram_source reads it back); bit 28: a GRH is in the buffer, as mlx5 says
-        cqe->flags_rqpn = htobe32((e.src_qpn & 0xffffff) | 1u << 28);
-        auto* t = reinterpret_cast<std::uint8_t*>(&cqe->timestamp);
-        std::memcpy(t, &e.src_addr, 4);
-        std::memcpy(t + 4, &e.src_port, 2);
-    }
-    reinterpret_cast<std::uint8_t*>(cqe)[55] = e.syndrome;
+    cqe->signature = 0;
     const std::uint8_t op_own = static_cast<std::uint8_t>(e.opcode << 4 | (e.solicited ? 2 : 0) | ((pi_ >> log_) & 1));
     __atomic_store_n(&cqe->op_own, op_own, __ATOMIC_RELEASE); // the CQE's body before its owner byte
     ++pi_;
