@@ -39,7 +39,9 @@ struct Guard {
 // place_small(dst, src, n): bytes [0, n-1) in overlapping 16-, 8-, 4-byte
 // or single moves, loads before stores in each step, then byte n-1 last (x86
 // keeps plain stores in order: a poller of the last byte sees the rest).
-// Returns 1, or 0 when it faulted (part of dst may be written).
+// Returns 1, or 0 when it faulted (part of dst may be written). It starts
+// with endbr64 (a no-op where indirect branch tracking is off), as the
+// compiler's own functions do under -fcf-protection.
 constexpr std::size_t kSmallPlace = 65;
 extern "C" int fastdapl_softnic_place_small(void* dst, const void* src, std::size_t n);
 extern "C" const char fastdapl_softnic_place_small_fixup[];
@@ -51,6 +53,7 @@ asm(R"(
     .hidden fastdapl_softnic_place_small
     .type fastdapl_softnic_place_small, @function
 fastdapl_softnic_place_small:
+    endbr64
     lea -1(%rdx), %rcx
     movzbl -1(%rsi,%rdx), %eax
     cmp $16, %rcx
