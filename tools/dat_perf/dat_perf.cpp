@@ -237,6 +237,28 @@ public:
         }
     }
 
+    // The server's end, after the client's quit: the client disconnects
+    // once its quit has completed, so this side waits for that rather than
+    // starting a disconnect of its own, which could flush the quit's send
+    // at the client before its ACK got through (a lossy link: the quit
+    // arrived, its ACK was lost, and the retry met a closed connection).
+    // Only if the client's disconnect does not come does this side start one.
+    void await_disconnect()
+    {
+        DAT_EVENT e;
+        DAT_COUNT nmore;
+        const DAT_RETURN rc = dat_evd_wait(conn_evd_, kDisconnectTimeout, 1, &e, &nmore);
+        if (DAT_GET_TYPE(rc) == DAT_TIMEOUT_EXPIRED) {
+            disconnect();
+            return;
+        }
+        check(rc, "waiting for the client's disconnect");
+        if (e.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && e.event_number != DAT_CONNECTION_EVENT_BROKEN) {
+            std::fprintf(stderr, "dat_perf: disconnect: %s, expected DISCONNECTED\n", event_name(e.event_number));
+            std::exit(1);
+        }
+    }
+
     // Frees every object, then closes the IA gracefully: that fails if
     // anything was left behind. (Error exits skip this and close nothing.)
     void close()
@@ -412,7 +434,7 @@ void serve(End& end)
         if (c.count > 0)
             end.reap(end.request_evd(), "pong send");
     }
-    end.disconnect();
+    end.await_disconnect();
     end.close();
 }
 
