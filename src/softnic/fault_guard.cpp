@@ -37,7 +37,7 @@ struct Guard {
 #endif
 
 #if defined(FASTDAPL_SMALL_PLACE)
-// Small placements (1 to kSmallPlace bytes) copy with a routine of our own
+// Small placements (1 to kSmallPlaceMax bytes) copy with a routine of our own
 // instead of sigsetjmp and memcpy (about 60 instructions of guard for a copy
 // of a few): a fault inside it is recognised by where it happened, and the
 // handler resumes at its fixup, which returns 0. It uses no stack and only
@@ -48,10 +48,9 @@ struct Guard {
 // Returns 1, or 0 when it faulted (part of dst may be written). It starts
 // with endbr64 (a no-op where indirect branch tracking is off), as the
 // compiler's own functions do under -fcf-protection.
-constexpr std::size_t kSmallPlace = 65;
+constexpr std::size_t kSmallPlaceMax = 64;
 extern "C" int fastdapl_softnic_place_small(void* dst, const void* src, std::size_t n);
 extern "C" const char fastdapl_softnic_place_small_fixup[];
-extern "C" const char fastdapl_softnic_place_small_end[];
 asm(R"(
     .text
     .p2align 4
@@ -105,9 +104,6 @@ fastdapl_softnic_place_small:
 fastdapl_softnic_place_small_fixup:
     xorl %eax, %eax
     ret
-    .globl fastdapl_softnic_place_small_end
-    .hidden fastdapl_softnic_place_small_end
-fastdapl_softnic_place_small_end:
     .size fastdapl_softnic_place_small, . - fastdapl_softnic_place_small
 )");
 
@@ -236,7 +232,7 @@ bool guarded_copy(void* dst, const void* src, std::size_t n)
     if (n == 0) // an empty segment may have no address at all: nothing to copy
         return true;
 #if defined(FASTDAPL_SMALL_PLACE)
-    if (n < kSmallPlace)
+    if (n <= kSmallPlaceMax)
         return fastdapl_softnic_place_small(dst, src, n) != 0;
 #endif
     const Piece piece{dst, src, n};
@@ -250,7 +246,7 @@ bool guarded_place(const Piece* pieces, std::size_t count)
     if (count == 0)
         return true;
 #if defined(FASTDAPL_SMALL_PLACE)
-    if (count == 1 && pieces[0].n < kSmallPlace) // the common small message
+    if (count == 1 && pieces[0].n <= kSmallPlaceMax) // the common small message
         return fastdapl_softnic_place_small(pieces[0].dst, pieces[0].src, pieces[0].n) != 0;
 #endif
     return guarded(pieces, count, [=] {

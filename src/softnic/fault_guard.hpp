@@ -17,9 +17,10 @@
 // fault. FASTDAPL_SOFTNIC_FAULT_GUARD=0 turns the guard off (plain copies).
 // Cost: sigsetjmp (signal mask not saved) and two thread-local stores,
 // about 60 instructions a copy (tests/softnic/guarded_copy_cost). On x86-64
-// (not under ThreadSanitizer, which would not see its stores) a copy or placement of one piece of up to 64 bytes (a small message) takes
-// a routine of its own instead, with no guard to set up: the handler knows a
-// fault inside it by the instruction address and resumes at its end, which
+// (not under ThreadSanitizer, which would not see its stores) a copy or
+// placement of one piece of up to 64 bytes (a small message) takes a routine
+// of its own instead, with no guard to set up: the handler knows a fault
+// inside it by the instruction address and resumes at its end, which
 // reports the failure (about 15 instructions for 8 bytes).
 #pragma once
 

@@ -230,11 +230,7 @@ public:
         check(dat_ep_get_status(ep_, &state, nullptr, nullptr), "dat_ep_get_status");
         if (state == DAT_EP_STATE_CONNECTED)
             check(dat_ep_disconnect(ep_, DAT_CLOSE_GRACEFUL_FLAG), "dat_ep_disconnect");
-        DAT_EVENT e = wait(conn_evd_, kDisconnectTimeout, "disconnect");
-        if (e.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && e.event_number != DAT_CONNECTION_EVENT_BROKEN) {
-            std::fprintf(stderr, "dat_perf: disconnect: %s, expected DISCONNECTED\n", event_name(e.event_number));
-            std::exit(1);
-        }
+        expect_ended(wait(conn_evd_, kDisconnectTimeout, "disconnect"));
     }
 
     // The server's end, after the client's quit: the client disconnects
@@ -253,6 +249,11 @@ public:
             return;
         }
         check(rc, "waiting for the client's disconnect");
+        expect_ended(e);
+    }
+    // A connection event that must be its end.
+    static void expect_ended(const DAT_EVENT& e)
+    {
         if (e.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && e.event_number != DAT_CONNECTION_EVENT_BROKEN) {
             std::fprintf(stderr, "dat_perf: disconnect: %s, expected DISCONNECTED\n", event_name(e.event_number));
             std::exit(1);
